@@ -1,0 +1,47 @@
+//! Build helpers for corequic.
+//!
+//! * `componentize <core.wasm> <out.wasm>` turns a plugin's core module (built
+//!   for `wasm32-unknown-unknown`, with the component type section that
+//!   `wit-bindgen` embeds) into a component. This is what
+//!   `wasm-tools component new` does, without installing that CLI.
+//! * `wit-doc <wit-dir> <out.md>` renders the markdown reference of the WIT
+//!   package; `wit-doc --check <wit-dir> <out.md>` fails when `out.md` is stale.
+
+mod witdoc;
+
+use anyhow::{Context, Result, bail};
+use std::path::Path;
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    match args.as_slice() {
+        ["componentize", input, output] => componentize(Path::new(input), Path::new(output)),
+        ["wit-doc", wit, out] => {
+            let text = witdoc::render(Path::new(wit))?;
+            std::fs::write(out, text).with_context(|| format!("writing {out}"))
+        }
+        ["wit-doc", "--check", wit, out] => {
+            let text = witdoc::render(Path::new(wit))?;
+            let current = std::fs::read_to_string(out).unwrap_or_default();
+            if current != text {
+                bail!("{out} is stale: run `make wit-doc` and commit the result");
+            }
+            Ok(())
+        }
+        _ => bail!(
+            "usage: xtask componentize <core.wasm> <out.wasm>\n       xtask wit-doc [--check] <wit-dir> <out.md>"
+        ),
+    }
+}
+
+fn componentize(input: &Path, output: &Path) -> Result<()> {
+    let module = std::fs::read(input).with_context(|| format!("reading {}", input.display()))?;
+    let component = wit_component::ComponentEncoder::default()
+        .module(&module)
+        .with_context(|| format!("{} has no usable component type section", input.display()))?
+        .validate(true)
+        .encode()
+        .with_context(|| format!("encoding {} as a component", input.display()))?;
+    std::fs::write(output, component).with_context(|| format!("writing {}", output.display()))
+}

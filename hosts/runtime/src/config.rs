@@ -1,0 +1,46 @@
+//! Runtime configuration: resource limits and compilation options.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Limits and options for a [`crate::Runtime`]. The defaults are those of
+/// the specification.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// Wall-clock budget of one plugin call (rounded up to whole epoch ticks).
+    pub call_deadline: Duration,
+    /// Period of the epoch ticker that enforces `call_deadline`.
+    pub epoch_tick: Duration,
+    /// Maximum linear memory of one plugin instance, in bytes.
+    pub max_memory_bytes: usize,
+    /// Maximum number of armed timers per plugin instance.
+    pub max_timers: usize,
+    /// Use wasmtime's pooling allocator for per-connection instances.
+    pub pooling: bool,
+    /// How many plugin instances the pool holds (all connections together).
+    pub pool_instances: u32,
+    /// Directory where precompiled plugin artifacts are cached, if any.
+    /// Artifacts are keyed by the wasmtime configuration and the plugin bytes.
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            call_deadline: Duration::from_millis(10),
+            epoch_tick: Duration::from_millis(1),
+            max_memory_bytes: 4 << 20,
+            max_timers: 64,
+            pooling: true,
+            pool_instances: 256,
+            cache_dir: None,
+        }
+    }
+}
+
+/// Largest transport parameter value a plugin may write, in bytes.
+pub const MAX_TRANSPORT_PARAMETER_LEN: usize = 1024;
+/// Largest `random-bytes` request.
+pub const MAX_RANDOM_BYTES: u32 = 1024;
+/// Log messages are truncated to this many bytes.
+pub const MAX_LOG_MESSAGE: usize = 4096;

@@ -1,0 +1,44 @@
+//! The one trait a QUIC stack implements to host plugins.
+
+use crate::abi::{self, FieldRef, Frame, LogLevel, PluginVal};
+
+/// A structured log record emitted by a plugin through the host API.
+#[derive(Debug, Clone)]
+pub struct LogRecord {
+    /// The plugin's name.
+    pub plugin: String,
+    /// Severity.
+    pub level: LogLevel,
+    /// The message (truncated to [`crate::config::MAX_LOG_MESSAGE`] bytes).
+    pub message: String,
+    /// Key/value pairs.
+    pub fields: Vec<(String, PluginVal)>,
+}
+
+/// The connection a plugin runs on, as the stack exposes it to the runtime:
+/// field access and the few actions plugins may request. The runtime has
+/// already checked permissions, anchors and value types before calling it.
+pub trait HostConnection {
+    /// Read a field. Return `unsupported` for fields the stack did not
+    /// declare readable in its [`crate::HostCapabilities`].
+    fn get_field(&mut self, field: FieldRef) -> Result<PluginVal, abi::Error>;
+
+    /// Write a field (the value has the type the specification requires).
+    fn set_field(&mut self, field: FieldRef, value: PluginVal) -> Result<(), abi::Error>;
+
+    /// The connection's current time, in nanoseconds since its epoch.
+    fn now(&self) -> u64;
+
+    /// Queue a standard frame (at least PING and PATH_CHALLENGE).
+    fn send_frame(&mut self, frame: Frame) -> Result<(), abi::Error> {
+        Err(abi::Error::Unsupported(format!(
+            "frame type {:#x} cannot be queued by this host",
+            frame.frame_type()
+        )))
+    }
+
+    /// Receive a plugin's log record.
+    fn log(&mut self, record: LogRecord) {
+        let _ = record;
+    }
+}

@@ -1,0 +1,424 @@
+//! The per-process runtime: one wasmtime engine, plugins compiled once,
+//! validated against the host's capabilities and the embedder's grants.
+
+use crate::abi::{self, Anchor, BindingsPre, FieldId, Permission, PluginManifest, Routine};
+use crate::config::RuntimeConfig;
+use crate::error::LoadError;
+use crate::set::PluginSet;
+use crate::state::PluginState;
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::{Config, Engine, Store};
+
+/// A set of fields, as a bit mask over [`FieldId`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FieldSet(u64);
+
+impl FieldSet {
+    /// No field.
+    pub const EMPTY: FieldSet = FieldSet(0);
+
+    /// Every field of the ABI.
+    pub fn all() -> FieldSet {
+        FieldSet::from_iter(FieldId::ALL)
+    }
+
+    /// Every field the ABI lets plugins write.
+    pub fn all_writable() -> FieldSet {
+        FieldSet::from_iter(FieldId::ALL.into_iter().filter(|f| f.writable()))
+    }
+
+    /// Whether `field` is in the set.
+    pub fn contains(self, field: FieldId) -> bool {
+        self.0 & (1 << field as u8) != 0
+    }
+
+    /// Add `field`.
+    pub fn insert(&mut self, field: FieldId) {
+        self.0 |= 1 << field as u8;
+    }
+
+    /// Remove `field`.
+    pub fn remove(&mut self, field: FieldId) {
+        self.0 &= !(1 << field as u8);
+    }
+}
+
+impl FromIterator<FieldId> for FieldSet {
+    fn from_iter<I: IntoIterator<Item = FieldId>>(iter: I) -> Self {
+        let mut set = FieldSet::EMPTY;
+        for f in iter {
+            set.insert(f);
+        }
+        set
+    }
+}
+
+/// What the embedding application allows one plugin to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grants {
+    /// Fields the plugin may read.
+    pub read: FieldSet,
+    /// Fields the plugin may write.
+    pub write: FieldSet,
+    /// Host API groups the plugin may call.
+    pub permissions: Vec<Permission>,
+}
+
+impl Grants {
+    /// Everything: every field (read, and write where the ABI allows) and
+    /// every permission. For trusted plugins.
+    pub fn all() -> Grants {
+        Grants {
+            read: FieldSet::all(),
+            write: FieldSet::all_writable(),
+            permissions: Permission::ALL.to_vec(),
+        }
+    }
+
+    /// Nothing.
+    pub fn none() -> Grants {
+        Grants { read: FieldSet::EMPTY, write: FieldSet::EMPTY, permissions: Vec::new() }
+    }
+
+    /// Parse a grant list such as `read=all,write=congestion-window+ssthresh,perm=timers+logging`
+    /// (`all` and `none` are accepted as whole specifications).
+    pub fn parse(spec: &str) -> Result<Grants, String> {
+        match spec.trim() {
+            "all" => return Ok(Grants::all()),
+            "none" | "" => return Ok(Grants::none()),
+            _ => {}
+        }
+        let mut grants = Grants::none();
+        for part in spec.split(',') {
+            let (key, values) = part
+                .split_once('=')
+                .ok_or_else(|| format!("grant `{part}` is not of the form key=value"))?;
+            for value in values.split('+').map(str::trim) {
+                match key.trim() {
+                    "read" | "write" => {
+                        let fields: Vec<FieldId> = if value == "all" {
+                            FieldId::ALL.to_vec()
+                        } else {
+                            vec![
+                                FieldId::from_name(value)
+                                    .ok_or_else(|| format!("unknown field `{value}`"))?,
+                            ]
+                        };
+                        for f in fields {
+                            if key.trim() == "read" {
+                                grants.read.insert(f);
+                            } else if f.writable() {
+                                grants.write.insert(f);
+                            }
+                        }
+                    }
+                    "perm" => {
+                        if value == "all" {
+                            grants.permissions = Permission::ALL.to_vec();
+                        } else {
+                            let p = Permission::from_name(value)
+                                .ok_or_else(|| format!("unknown permission `{value}`"))?;
+                            grants.permissions.push(p);
+                        }
+                    }
+                    other => return Err(format!("unknown grant key `{other}`")),
+                }
+            }
+        }
+        Ok(grants)
+    }
+}
+
+/// What a host stack implements; plugins needing more are refused at load.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostCapabilities {
+    /// Fields the host can read.
+    pub readable: FieldSet,
+    /// Fields the host can write.
+    pub writable: FieldSet,
+    /// Routines the host calls.
+    pub routines: Vec<Routine>,
+}
+
+impl HostCapabilities {
+    /// A host that implements the whole ABI.
+    pub fn full() -> HostCapabilities {
+        HostCapabilities {
+            readable: FieldSet::all(),
+            writable: FieldSet::all_writable(),
+            routines: Routine::ALL.to_vec(),
+        }
+    }
+}
+
+/// Per-plugin facts the runtime derives from a validated manifest.
+#[derive(Debug)]
+pub(crate) struct PluginInfo {
+    pub(crate) name: String,
+    pub(crate) manifest: PluginManifest,
+    pub(crate) reads: FieldSet,
+    pub(crate) writes: FieldSet,
+    pub(crate) permissions: Vec<Permission>,
+    /// The plugin DEFINEs protocol behaviour (any routine but plugin-control),
+    /// so losing it must close the connection.
+    pub(crate) defines_protocol: bool,
+}
+
+impl PluginInfo {
+    pub(crate) fn may(&self, p: Permission) -> bool {
+        self.permissions.contains(&p)
+    }
+}
+
+/// A plugin compiled and validated once per process; attach it to as many
+/// connections as needed with [`Runtime::connection`].
+pub struct Plugin {
+    pub(crate) info: Arc<PluginInfo>,
+    pub(crate) pre: BindingsPre<PluginState>,
+}
+
+impl Plugin {
+    /// The name the plugin's manifest gives.
+    pub fn name(&self) -> &str {
+        &self.info.name
+    }
+
+    /// The plugin's manifest.
+    pub fn manifest(&self) -> &PluginManifest {
+        &self.info.manifest
+    }
+}
+
+impl std::fmt::Debug for Plugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plugin").field("name", &self.info.name).finish()
+    }
+}
+
+/// The stack-agnostic Core QUIC runtime of one process.
+pub struct Runtime {
+    pub(crate) engine: Engine,
+    linker: Linker<PluginState>,
+    pub(crate) config: RuntimeConfig,
+    capabilities: HostCapabilities,
+    ticker_stop: Arc<AtomicBool>,
+}
+
+impl Runtime {
+    /// Create a runtime for a host with the given capabilities.
+    pub fn new(config: RuntimeConfig, capabilities: HostCapabilities) -> Result<Runtime, String> {
+        let mut wasm = Config::new();
+        wasm.epoch_interruption(true);
+        wasm.wasm_component_model(true);
+        wasm.max_wasm_stack(256 << 10);
+        if config.pooling {
+            let mut pool = wasmtime::PoolingAllocationConfig::default();
+            let n = config.pool_instances;
+            pool.total_component_instances(n)
+                .total_core_instances(n * 4)
+                .total_memories(n)
+                .total_tables(n * 4)
+                .max_memory_size(config.max_memory_bytes)
+                .max_memories_per_component(2)
+                .linear_memory_keep_resident(64 << 10)
+                .table_keep_resident(4 << 10);
+            wasm.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
+        }
+        let engine = Engine::new(&wasm).map_err(|e| format!("cannot create engine: {e}"))?;
+        let mut linker = Linker::new(&engine);
+        abi::Bindings::add_to_linker::<PluginState, HasSelf<PluginState>>(&mut linker, |s| s)
+            .map_err(|e| format!("cannot link the host API: {e}"))?;
+
+        // The epoch ticker: each tick moves every store one step towards its
+        // call deadline. It stops when the runtime is dropped.
+        let ticker_stop = Arc::new(AtomicBool::new(false));
+        let stop = ticker_stop.clone();
+        let ticker_engine = engine.clone();
+        let tick = config.epoch_tick.max(Duration::from_micros(100));
+        std::thread::Builder::new()
+            .name("corequic-epoch".into())
+            .spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(tick);
+                    ticker_engine.increment_epoch();
+                }
+            })
+            .map_err(|e| format!("cannot start the epoch ticker: {e}"))?;
+        Ok(Runtime { engine, linker, config, capabilities, ticker_stop })
+    }
+
+    /// The capabilities this runtime validates plugins against.
+    pub fn capabilities(&self) -> &HostCapabilities {
+        &self.capabilities
+    }
+
+    /// Epoch ticks that make up one call's deadline.
+    pub(crate) fn deadline_ticks(&self) -> u64 {
+        let tick = self.config.epoch_tick.max(Duration::from_micros(100)).as_nanos();
+        self.config.call_deadline.as_nanos().div_ceil(tick).max(1) as u64
+    }
+
+    /// Load a plugin component from a file.
+    pub fn load_file(&self, path: &Path, grants: &Grants) -> Result<Arc<Plugin>, LoadError> {
+        let bytes = std::fs::read(path).map_err(|e| LoadError::Compile {
+            plugin: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        self.load_bytes(&path.display().to_string(), &bytes, grants)
+    }
+
+    /// Load a plugin component from its bytes; `origin` names it in errors
+    /// until its manifest is known.
+    pub fn load_bytes(
+        &self,
+        origin: &str,
+        bytes: &[u8],
+        grants: &Grants,
+    ) -> Result<Arc<Plugin>, LoadError> {
+        let compile_err =
+            |e: wasmtime::Error| LoadError::Compile { plugin: origin.into(), message: e.to_string() };
+        let component = self.compile(bytes).map_err(compile_err)?;
+        let instance_pre = self.linker.instantiate_pre(&component).map_err(compile_err)?;
+        let pre = BindingsPre::new(instance_pre).map_err(compile_err)?;
+
+        // Read the manifest from a throwaway instance; host calls are denied
+        // there because no connection scope is set.
+        let mut store = Store::new(&self.engine, PluginState::for_manifest(&self.config));
+        store.limiter(|s| &mut s.limits);
+        store.set_epoch_deadline(self.deadline_ticks());
+        let manifest = pre
+            .instantiate(&mut store)
+            .and_then(|b| b.core_quic_plugin_routines().call_manifest(&mut store))
+            .map_err(compile_err)?;
+        let info = self.validate(manifest, grants)?;
+        Ok(Arc::new(Plugin { info: Arc::new(info), pre }))
+    }
+
+    fn compile(&self, bytes: &[u8]) -> wasmtime::Result<Component> {
+        let Some(dir) = &self.config.cache_dir else {
+            return Component::new(&self.engine, bytes);
+        };
+        let mut hasher = DefaultHasher::new();
+        self.engine.precompile_compatibility_hash().hash(&mut hasher);
+        bytes.hash(&mut hasher);
+        let path = dir.join(format!("{:016x}.cwasm", hasher.finish()));
+        if path.exists() {
+            // SAFETY: the cache directory is owned by the embedder and only
+            // holds artifacts this function wrote with the same engine
+            // configuration (the key includes the compatibility hash).
+            if let Ok(c) = unsafe { Component::deserialize_file(&self.engine, &path) } {
+                return Ok(c);
+            }
+        }
+        let component = Component::new(&self.engine, bytes)?;
+        if let Ok(artifact) = component.serialize() {
+            // The cache is an optimisation: failing to write it is not an error.
+            let _ = std::fs::create_dir_all(dir).and_then(|_| std::fs::write(&path, artifact));
+        }
+        Ok(component)
+    }
+
+    fn validate(&self, manifest: PluginManifest, grants: &Grants) -> Result<PluginInfo, LoadError> {
+        let name = manifest.name.clone();
+        if !abi::abi_compatible(&manifest.abi_version, abi::ABI_VERSION) {
+            return Err(LoadError::AbiVersion {
+                plugin: name,
+                plugin_abi: manifest.abi_version.clone(),
+                host_abi: abi::ABI_VERSION.into(),
+            });
+        }
+        for b in &manifest.bindings {
+            if b.routine == Routine::PluginControl && b.anchor != Anchor::Define {
+                return Err(LoadError::InvalidManifest {
+                    plugin: name,
+                    reason: format!(
+                        "plugin-control {:#x} is bound with the {} anchor; only define is allowed",
+                        b.param,
+                        b.anchor.name()
+                    ),
+                });
+            }
+        }
+        for f in &manifest.writes {
+            if !f.writable() {
+                return Err(LoadError::InvalidManifest {
+                    plugin: name,
+                    reason: format!("field {} is read-only in the ABI", f.name()),
+                });
+            }
+        }
+
+        let caps = &self.capabilities;
+        let mut missing = Vec::new();
+        for b in &manifest.bindings {
+            let what = format!("routine {}", b.routine.name());
+            if !caps.routines.contains(&b.routine) && !missing.contains(&what) {
+                missing.push(what);
+            }
+        }
+        for f in &manifest.reads {
+            if !caps.readable.contains(*f) {
+                missing.push(format!("field {} (read)", f.name()));
+            }
+        }
+        for f in &manifest.writes {
+            if !caps.writable.contains(*f) {
+                missing.push(format!("field {} (write)", f.name()));
+            }
+        }
+        if !missing.is_empty() {
+            return Err(LoadError::Unsupported { plugin: name, missing });
+        }
+
+        let mut not_granted = Vec::new();
+        for f in &manifest.reads {
+            if !grants.read.contains(*f) {
+                not_granted.push(format!("read {}", f.name()));
+            }
+        }
+        for f in &manifest.writes {
+            if !grants.write.contains(*f) {
+                not_granted.push(format!("write {}", f.name()));
+            }
+        }
+        for p in &manifest.permissions {
+            if !grants.permissions.contains(p) {
+                not_granted.push(format!("permission {}", p.name()));
+            }
+        }
+        if !not_granted.is_empty() {
+            return Err(LoadError::NotGranted { plugin: name, missing: not_granted });
+        }
+
+        let defines_protocol = manifest
+            .bindings
+            .iter()
+            .any(|b| b.anchor == Anchor::Define && b.routine != Routine::PluginControl);
+        Ok(PluginInfo {
+            name,
+            reads: manifest.reads.iter().copied().collect(),
+            writes: manifest.writes.iter().copied().collect(),
+            permissions: manifest.permissions.clone(),
+            defines_protocol,
+            manifest,
+        })
+    }
+
+    /// Instantiate `plugins` for one new connection, in this order. Fails on
+    /// DEFINE conflicts; nothing is attached then.
+    pub fn connection(&self, plugins: &[Arc<Plugin>]) -> Result<PluginSet, LoadError> {
+        PluginSet::new(self, plugins)
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.ticker_stop.store(true, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,716 @@
+//! The plugins of one connection: dispatch of routines to anchors, two-phase
+//! enabling, timers, plugin-control, and fault isolation.
+//!
+//! Each plugin has its own wasmtime store, so a fault poisons only that
+//! plugin's instance; the faulty plugin is removed from this connection and
+//! the others keep running.
+
+use crate::abi::{
+    self, Anchor, Bindings, Error, ExtFrame, Frame, FrameOutcome, FrameRegistration, ParsedFrame,
+    PluginVal, Routine, RxContext, SendContext, SendPosition,
+};
+use crate::config::MAX_TRANSPORT_PARAMETER_LEN;
+use crate::error::{CloseRequest, Fault, FaultKind, LoadError, RoutineError};
+use crate::host::HostConnection;
+use crate::runtime::{Plugin, PluginInfo, Runtime};
+use crate::state::{InBufRep, OutBufRep, PluginState, Scope};
+use std::collections::HashMap;
+use std::sync::Arc;
+use wasmtime::Store;
+use wasmtime::component::Resource;
+
+struct Live {
+    store: Store<PluginState>,
+    bindings: Bindings,
+}
+
+struct Slot {
+    info: Arc<PluginInfo>,
+    /// `None` while the plugin runs (taken out for the call) or once removed.
+    live: Option<Box<Live>>,
+    removed: Option<Fault>,
+    calls: u64,
+    errors: u64,
+}
+
+/// The plugins bound to one (routine, parameter), as slot indices in load order.
+#[derive(Default)]
+struct Route {
+    define: Option<usize>,
+    before: Vec<usize>,
+    after: Vec<usize>,
+}
+
+/// A frame a plugin wrote into a packet during [`PluginSet::write_frames`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WrittenFrame {
+    /// The frame, to be reported back through [`PluginSet::notify_frame`].
+    pub frame: ExtFrame,
+    /// Whether it makes the packet ack-eliciting.
+    pub ack_eliciting: bool,
+    /// Whether its bytes count in flight.
+    pub in_flight: bool,
+    /// Its length on the wire.
+    pub len: usize,
+}
+
+/// Counters of one plugin on one connection.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PluginStats {
+    /// The plugin's name.
+    pub name: String,
+    /// Whether the plugin has called `enable`.
+    pub enabled: bool,
+    /// Routine calls made into the plugin.
+    pub calls: u64,
+    /// Calls that returned an error.
+    pub errors: u64,
+    /// Host calls denied by permissions or anchors.
+    pub denied: u64,
+    /// Why the plugin was removed from the connection, if it was.
+    pub removed: Option<String>,
+}
+
+enum CallFailure {
+    Unavailable,
+    Plugin(Error),
+    Fault(Fault),
+}
+
+/// The plugin instances of one connection.
+pub struct PluginSet {
+    slots: Vec<Slot>,
+    route_index: HashMap<(u8, u64), usize>,
+    routes: Vec<Route>,
+    deadline_ticks: u64,
+    close: Option<CloseRequest>,
+}
+
+fn erase(conn: &mut dyn HostConnection) -> *mut (dyn HostConnection + 'static) {
+    let ptr: *mut (dyn HostConnection + '_) = conn;
+    // SAFETY: only the lifetime bound changes; the pointer is stored in a
+    // `Scope` that is cleared before the borrow it came from ends.
+    unsafe { std::mem::transmute(ptr) }
+}
+
+fn classify(err: &wasmtime::Error) -> FaultKind {
+    if let Some(trap) = err.downcast_ref::<wasmtime::Trap>() {
+        if *trap == wasmtime::Trap::Interrupt {
+            return FaultKind::Deadline;
+        }
+    }
+    let text = format!("{err:?}");
+    if text.contains("forcing a memory growth failure") || text.contains("memory growth") {
+        FaultKind::Memory
+    } else {
+        FaultKind::Trap
+    }
+}
+
+impl PluginSet {
+    pub(crate) fn new(runtime: &Runtime, plugins: &[Arc<Plugin>]) -> Result<PluginSet, LoadError> {
+        let mut route_index: HashMap<(u8, u64), usize> = HashMap::new();
+        let mut routes: Vec<Route> = Vec::new();
+        for (idx, plugin) in plugins.iter().enumerate() {
+            for b in &plugin.info.manifest.bindings {
+                let rid = *route_index.entry((b.routine as u8, b.param)).or_insert_with(|| {
+                    routes.push(Route::default());
+                    routes.len() - 1
+                });
+                let route = &mut routes[rid];
+                match b.anchor {
+                    Anchor::Define => match route.define {
+                        Some(first) if first != idx => {
+                            return Err(LoadError::DefineConflict {
+                                routine: b.routine,
+                                param: b.param,
+                                first: plugins[first].info.name.clone(),
+                                second: plugin.info.name.clone(),
+                            });
+                        }
+                        _ => route.define = Some(idx),
+                    },
+                    Anchor::Before if !route.before.contains(&idx) => route.before.push(idx),
+                    Anchor::After if !route.after.contains(&idx) => route.after.push(idx),
+                    _ => {}
+                }
+            }
+        }
+
+        let mut slots = Vec::with_capacity(plugins.len());
+        for (idx, plugin) in plugins.iter().enumerate() {
+            let state = PluginState::new(&runtime.config, Some(plugin.info.clone()), idx);
+            let mut store = Store::new(&runtime.engine, state);
+            store.limiter(|s| &mut s.limits);
+            let bindings = plugin.pre.instantiate(&mut store).map_err(|e| {
+                LoadError::Instantiate { plugin: plugin.info.name.clone(), message: e.to_string() }
+            })?;
+            slots.push(Slot {
+                info: plugin.info.clone(),
+                live: Some(Box::new(Live { store, bindings })),
+                removed: None,
+                calls: 0,
+                errors: 0,
+            });
+        }
+        Ok(PluginSet {
+            slots,
+            route_index,
+            routes,
+            deadline_ticks: runtime.deadline_ticks(),
+            close: None,
+        })
+    }
+
+    /// Call into plugin `idx`. The plugin's store is taken out of its slot
+    /// for the duration of the call, which is what makes re-entrant
+    /// plugin-control calls (cycles) fail cleanly instead of aliasing.
+    fn invoke<R>(
+        &mut self,
+        conn: &mut dyn HostConnection,
+        idx: usize,
+        anchor: Anchor,
+        routine: &'static str,
+        f: impl FnOnce(&Bindings, &mut Store<PluginState>) -> wasmtime::Result<Result<R, Error>>,
+    ) -> Result<R, CallFailure> {
+        let Some(mut live) = self.slots[idx].live.take() else {
+            return Err(CallFailure::Unavailable);
+        };
+        let scope = Scope { conn: erase(conn), set: self as *mut PluginSet, anchor };
+        live.store.data_mut().scope = Some(scope);
+        live.store.set_epoch_deadline(self.deadline_ticks);
+        let result = f(&live.bindings, &mut live.store);
+        live.store.data_mut().scope = None;
+        let slot = &mut self.slots[idx];
+        slot.calls += 1;
+        match result {
+            Ok(Ok(r)) => {
+                slot.live = Some(live);
+                Ok(r)
+            }
+            Ok(Err(e)) => {
+                slot.errors += 1;
+                slot.live = Some(live);
+                Err(CallFailure::Plugin(e))
+            }
+            Err(trap) => {
+                let fault = Fault {
+                    plugin: slot.info.name.clone(),
+                    routine,
+                    anchor,
+                    kind: classify(&trap),
+                    message: format!("{trap:#}"),
+                };
+                if slot.info.defines_protocol && self.close.is_none() {
+                    self.close = Some(CloseRequest {
+                        error_code: abi::PLUGIN_FAILURE_ERROR_CODE,
+                        reason: fault.to_string(),
+                    });
+                }
+                slot.removed = Some(fault.clone());
+                // Dropping the store releases the instance back to the pool.
+                drop(live);
+                Err(CallFailure::Fault(fault))
+            }
+        }
+    }
+
+    fn usable(&self, idx: usize, routine: Routine) -> bool {
+        let slot = &self.slots[idx];
+        match &slot.live {
+            Some(live) => routine.before_enable() || live.store.data().enabled,
+            None => false,
+        }
+    }
+
+    /// Run a routine: BEFORE observers, the DEFINE, then AFTER observers.
+    fn run<R>(
+        &mut self,
+        conn: &mut dyn HostConnection,
+        routine: Routine,
+        param: u64,
+        mut f: impl FnMut(&Bindings, &mut Store<PluginState>, Anchor) -> wasmtime::Result<Result<R, Error>>,
+    ) -> Result<R, RoutineError> {
+        let Some(&rid) = self.route_index.get(&(routine as u8, param)) else {
+            return Err(RoutineError::NotBound);
+        };
+        self.observe(conn, rid, routine, Anchor::Before, &mut f);
+        let result = match self.routes[rid].define {
+            Some(idx) if self.usable(idx, routine) => {
+                match self.invoke(conn, idx, Anchor::Define, routine.name(), |b, s| {
+                    f(b, s, Anchor::Define)
+                }) {
+                    Ok(r) => Ok(r),
+                    Err(CallFailure::Unavailable) => Err(RoutineError::NotBound),
+                    Err(CallFailure::Plugin(e)) => Err(RoutineError::Plugin(e)),
+                    Err(CallFailure::Fault(fault)) => Err(RoutineError::Fault(fault)),
+                }
+            }
+            _ => Err(RoutineError::NotBound),
+        };
+        self.observe(conn, rid, routine, Anchor::After, &mut f);
+        result
+    }
+
+    fn observe<R>(
+        &mut self,
+        conn: &mut dyn HostConnection,
+        rid: usize,
+        routine: Routine,
+        anchor: Anchor,
+        f: &mut impl FnMut(&Bindings, &mut Store<PluginState>, Anchor) -> wasmtime::Result<Result<R, Error>>,
+    ) {
+        let count = match anchor {
+            Anchor::Before => self.routes[rid].before.len(),
+            _ => self.routes[rid].after.len(),
+        };
+        for k in 0..count {
+            let idx = match anchor {
+                Anchor::Before => self.routes[rid].before[k],
+                _ => self.routes[rid].after[k],
+            };
+            if self.usable(idx, routine) {
+                // Observers' results and errors do not change the routine.
+                let _ = self.invoke(conn, idx, anchor, routine.name(), |b, s| f(b, s, anchor));
+            }
+        }
+    }
+
+    /// Call `init` on every plugin, in load order. Returns the plugins that
+    /// failed (they are removed from the connection on a fault; on an error
+    /// they are removed too, so a half-initialised plugin never runs).
+    pub fn init(&mut self, conn: &mut dyn HostConnection) -> Vec<(String, RoutineError)> {
+        let mut failures = Vec::new();
+        for idx in 0..self.slots.len() {
+            let r = self.invoke(conn, idx, Anchor::Define, "init", |b, s| {
+                b.core_quic_plugin_routines().call_init(s)
+            });
+            let name = self.slots[idx].info.name.clone();
+            match r {
+                Ok(()) | Err(CallFailure::Unavailable) => {}
+                Err(CallFailure::Plugin(e)) => {
+                    self.slots[idx].live = None;
+                    self.slots[idx].removed = Some(Fault {
+                        plugin: name.clone(),
+                        routine: "init",
+                        anchor: Anchor::Define,
+                        kind: FaultKind::Trap,
+                        message: format!("init returned an error: {e}"),
+                    });
+                    failures.push((name, RoutineError::Plugin(e)));
+                }
+                Err(CallFailure::Fault(f)) => failures.push((name, RoutineError::Fault(f))),
+            }
+        }
+        failures
+    }
+
+    /// Encode the transport parameters the plugins registered, in load order.
+    /// A parameter whose DEFINE fails is omitted.
+    pub fn transport_parameters(&mut self, conn: &mut dyn HostConnection) -> Vec<(u64, Vec<u8>)> {
+        let mut ids = Vec::new();
+        for slot in &self.slots {
+            if let Some(live) = &slot.live {
+                ids.extend_from_slice(&live.store.data().transport_parameters);
+            }
+        }
+        let mut out = Vec::new();
+        for id in ids {
+            let r = self.run(conn, Routine::WriteTransportParameter, id, |b, s, anchor| {
+                let data = s.data_mut();
+                data.out.clear();
+                data.out_capacity = MAX_TRANSPORT_PARAMETER_LEN;
+                let r = b.core_quic_plugin_routines().call_write_transport_parameter(
+                    &mut *s,
+                    anchor,
+                    id,
+                    Resource::<OutBufRep>::new_borrow(0),
+                )?;
+                Ok(r.map(|()| std::mem::take(&mut s.data_mut().out)))
+            });
+            if let Ok(value) = r {
+                out.push((id, value));
+            }
+        }
+        out
+    }
+
+    /// The peer sent transport parameter `id`. `Ok(false)` when no plugin
+    /// handles it (the stack ignores it as usual); an error means the stack
+    /// closes the connection with TRANSPORT_PARAMETER_ERROR.
+    pub fn decode_transport_parameter(
+        &mut self,
+        conn: &mut dyn HostConnection,
+        id: u64,
+        value: &[u8],
+    ) -> Result<bool, RoutineError> {
+        let r = self.run(conn, Routine::DecodeTransportParameter, id, |b, s, anchor| {
+            let data = s.data_mut();
+            data.input.clear();
+            data.input.extend_from_slice(value);
+            b.core_quic_plugin_routines().call_decode_transport_parameter(
+                &mut *s,
+                anchor,
+                id,
+                Resource::<InBufRep>::new_borrow(0),
+            )
+        });
+        match r {
+            Ok(()) => Ok(true),
+            Err(RoutineError::NotBound) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The frame registrations of enabled plugins at `position`, in load order.
+    pub fn registrations(&self, position: SendPosition) -> impl Iterator<Item = FrameRegistration> + '_ {
+        self.slots
+            .iter()
+            .filter_map(|s| s.live.as_ref())
+            .filter(|l| l.store.data().enabled)
+            .flat_map(move |l| {
+                l.store.data().frames.iter().copied().filter(move |r| r.position == position)
+            })
+    }
+
+    /// Whether any enabled plugin has an ack-eliciting frame to send now
+    /// (asks `should-send-frame`, which has no side effects). Hosts use it to
+    /// decide whether to build a packet at all; frames that are not
+    /// ack-eliciting only ride on packets the host sends anyway.
+    pub fn wants_to_send(&mut self, conn: &mut dyn HostConnection, ctx: SendContext) -> bool {
+        let types: Vec<(u64, SendPosition)> = [SendPosition::First, SendPosition::AfterAck, SendPosition::End]
+            .into_iter()
+            .flat_map(|p| self.registrations(p).filter(|r| r.ack_eliciting).map(move |r| (r.frame_type, p)).collect::<Vec<_>>())
+            .collect();
+        types.into_iter().any(|(ty, position)| {
+            matches!(self.should_send_frame(conn, ty, SendContext { position, ..ctx }), Ok(true))
+        })
+    }
+
+    /// Routine `should-send-frame`.
+    pub fn should_send_frame(
+        &mut self,
+        conn: &mut dyn HostConnection,
+        frame_type: u64,
+        ctx: SendContext,
+    ) -> Result<bool, RoutineError> {
+        self.run(conn, Routine::ShouldSendFrame, frame_type, |b, s, anchor| {
+            b.core_quic_plugin_routines().call_should_send_frame(s, anchor, frame_type, ctx)
+        })
+    }
+
+    /// Routine `prepare-frame`.
+    pub fn prepare_frame(
+        &mut self,
+        conn: &mut dyn HostConnection,
+        frame_type: u64,
+        ctx: SendContext,
+    ) -> Result<Option<ExtFrame>, RoutineError> {
+        self.run(conn, Routine::PrepareFrame, frame_type, |b, s, anchor| {
+            b.core_quic_plugin_routines().call_prepare_frame(s, anchor, frame_type, ctx)
+        })
+    }
+
+    /// Routine `frame-wire-len`.
+    pub fn frame_wire_len(
+        &mut self,
+        conn: &mut dyn HostConnection,
+        frame: ExtFrame,
+    ) -> Result<u64, RoutineError> {
+        self.run(conn, Routine::FrameWireLen, frame.frame_type, |b, s, anchor| {
+            b.core_quic_plugin_routines().call_frame_wire_len(s, anchor, frame)
+        })
+    }
+
+    /// Routine `write-frame`: appends exactly `len` bytes to `out`, or
+    /// nothing (and an error) when the plugin fails or writes another amount.
+    pub fn write_frame(
+        &mut self,
+        conn: &mut dyn HostConnection,
+        frame: ExtFrame,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), RoutineError> {
+        let written = self.run(conn, Routine::WriteFrame, frame.frame_type, |b, s, anchor| {
+            let data = s.data_mut();
+            data.out.clear();
+            data.out_capacity = len;
+            let r = b.core_quic_plugin_routines().call_write_frame(
+                &mut *s,
+                anchor,
+                frame,
+                Resource::<OutBufRep>::new_borrow(0),
+            )?;
+            if anchor == Anchor::Define && r.is_ok() {
+                out.extend_from_slice(&s.data().out);
+            }
+            Ok(r.map(|()| s.data().out.len()))
+        });
+        match written {
+            Ok(n) if n == len => Ok(()),
+            Ok(n) => {
+                out.truncate(out.len() - n);
+                Err(RoutineError::InvalidResult(format!(
+                    "write-frame wrote {n} bytes but frame-wire-len said {len}"
+                )))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Routine `on-frame-reserved`.
+    pub fn on_frame_reserved(
+        &mut self,
+        conn: &mut dyn HostConnection,
+        frame: ExtFrame,
+        ctx: SendContext,
+    ) -> Result<(), RoutineError> {
+        self.run(conn, Routine::OnFrameReserved, frame.frame_type, |b, s, anchor| {
+            b.core_quic_plugin_routines().call_on_frame_reserved(s, anchor, frame, ctx)
+        })
+    }
+
+    /// Algorithm 1 of the Core QUIC paper for one send position: for every
+    /// registration at `ctx.position`, should-send → prepare → wire-len (≤
+    /// room) → write → on-frame-reserved. Frames are appended to `out` and
+    /// described in `written`. Returns the bytes written.
+    pub fn write_frames(
+        &mut self,
+        conn: &mut dyn HostConnection,
+        mut ctx: SendContext,
+        out: &mut Vec<u8>,
+        written: &mut Vec<WrittenFrame>,
+    ) -> usize {
+        let regs: Vec<FrameRegistration> = self.registrations(ctx.position).collect();
+        let start = out.len();
+        for reg in regs {
+            ctx.room = ctx.room.saturating_sub((out.len() - start) as u64);
+            let ty = reg.frame_type;
+            if !matches!(self.should_send_frame(conn, ty, ctx), Ok(true)) {
+                continue;
+            }
+            let Ok(Some(frame)) = self.prepare_frame(conn, ty, ctx) else { continue };
+            let len = match self.frame_wire_len(conn, frame) {
+                Ok(len) if len <= ctx.room && len > 0 => len as usize,
+                _ => continue,
+            };
+            if self.write_frame(conn, frame, len, out).is_err() {
+                continue;
+            }
+            written.push(WrittenFrame {
+                frame,
+                ack_eliciting: reg.ack_eliciting,
+                in_flight: reg.in_flight,
+                len,
+            });
+            // Errors of on-frame-reserved cannot take the frame back.
+            let _ = self.on_frame_reserved(conn, frame, ctx);
+        }
+        out.len() - start
+    }
+
+    /// Routine `notify-frame`: the packet carrying `frame` was acked or lost.
+    pub fn notify_frame(
+        &mut self,
+        conn: &mut dyn HostConnection,
+        frame: ExtFrame,
+        outcome: FrameOutcome,
+    ) -> Result<(), RoutineError> {
+        self.run(conn, Routine::NotifyFrame, frame.frame_type, |b, s, anchor| {
+            b.core_quic_plugin_routines().call_notify_frame(s, anchor, frame, outcome)
+        })
+    }
+
+    /// Whether an enabled plugin DEFINEs `parse-frame` for this frame type.
+    pub fn parses_frame_type(&self, frame_type: u64) -> bool {
+        self.route_index
+            .get(&(Routine::ParseFrame as u8, frame_type))
+            .and_then(|&rid| self.routes[rid].define)
+            .is_some_and(|idx| self.usable(idx, Routine::ParseFrame))
+    }
+
+    /// Whether any enabled plugin observes (BEFORE/AFTER) `process-frame` of this type.
+    pub fn observes_frame_type(&self, frame_type: u64) -> bool {
+        self.route_index.get(&(Routine::ProcessFrame as u8, frame_type)).is_some_and(|&rid| {
+            let r = &self.routes[rid];
+            r.before.iter().chain(&r.after).any(|&idx| self.usable(idx, Routine::ProcessFrame))
+        })
+    }
+
+    /// Routine `parse-frame`; `payload` starts right after the frame type.
+    pub fn parse_frame(
+        &mut self,
+        conn: &mut dyn HostConnection,
+        frame_type: u64,
+        payload: &[u8],
+    ) -> Result<ParsedFrame, RoutineError> {
+        let parsed = self.run(conn, Routine::ParseFrame, frame_type, |b, s, anchor| {
+            let data = s.data_mut();
+            data.input.clear();
+            data.input.extend_from_slice(payload);
+            b.core_quic_plugin_routines().call_parse_frame(
+                &mut *s,
+                anchor,
+                frame_type,
+                Resource::<InBufRep>::new_borrow(0),
+            )
+        })?;
+        if parsed.consumed > payload.len() as u64 {
+            return Err(RoutineError::InvalidResult(format!(
+                "parse-frame consumed {} bytes of {}",
+                parsed.consumed,
+                payload.len()
+            )));
+        }
+        if parsed.frame.frame_type != frame_type {
+            return Err(RoutineError::InvalidResult(format!(
+                "parse-frame for {frame_type:#x} returned a frame of type {:#x}",
+                parsed.frame.frame_type
+            )));
+        }
+        Ok(parsed)
+    }
+
+    /// Routine `process-frame` for a plugin frame (BEFORE, DEFINE, AFTER).
+    pub fn process_frame(
+        &mut self,
+        conn: &mut dyn HostConnection,
+        frame: &Frame,
+        ctx: RxContext,
+    ) -> Result<(), RoutineError> {
+        self.run(conn, Routine::ProcessFrame, frame.frame_type(), |b, s, anchor| {
+            b.core_quic_plugin_routines().call_process_frame(s, anchor, frame, ctx)
+        })
+    }
+
+    /// Run the BEFORE or AFTER observers of `process-frame` for a standard
+    /// frame the stack processes natively.
+    pub fn observe_frame(
+        &mut self,
+        conn: &mut dyn HostConnection,
+        anchor: Anchor,
+        frame: &Frame,
+        ctx: RxContext,
+    ) {
+        let Some(&rid) = self.route_index.get(&(Routine::ProcessFrame as u8, frame.frame_type())) else {
+            return;
+        };
+        let mut f = |b: &Bindings, s: &mut Store<PluginState>, anchor| {
+            b.core_quic_plugin_routines().call_process_frame(s, anchor, frame, ctx)
+        };
+        self.observe(conn, rid, Routine::ProcessFrame, anchor, &mut f);
+    }
+
+    /// Routine `log-frame`: a description of the frame, if a plugin gives one.
+    pub fn log_frame(&mut self, conn: &mut dyn HostConnection, frame: &Frame) -> Option<String> {
+        self.run(conn, Routine::LogFrame, frame.frame_type(), |b, s, anchor| {
+            b.core_quic_plugin_routines().call_log_frame(s, anchor, frame)
+        })
+        .ok()
+    }
+
+    /// The earliest armed plugin timer, in connection time.
+    pub fn next_timeout(&self) -> Option<u64> {
+        self.slots
+            .iter()
+            .filter_map(|s| s.live.as_ref())
+            .flat_map(|l| l.store.data().timers.iter().map(|t| t.1))
+            .min()
+    }
+
+    /// Fire every plugin timer due at `now` (each once, disarmed first).
+    pub fn handle_timeout(&mut self, conn: &mut dyn HostConnection, now: u64) {
+        for idx in 0..self.slots.len() {
+            loop {
+                let due = match &mut self.slots[idx].live {
+                    Some(live) => {
+                        let timers = &mut live.store.data_mut().timers;
+                        match timers.iter().position(|t| t.1 <= now) {
+                            Some(pos) => timers.swap_remove(pos).0,
+                            None => break,
+                        }
+                    }
+                    None => break,
+                };
+                let _ = self.invoke(conn, idx, Anchor::Define, "on-plugin-timeout", |b, s| {
+                    b.core_quic_plugin_routines().call_on_plugin_timeout(s, due, now)
+                });
+            }
+        }
+    }
+
+    /// Call plugin-control `id` on behalf of the application.
+    pub fn plugin_control(
+        &mut self,
+        conn: &mut dyn HostConnection,
+        id: u64,
+        args: &[PluginVal],
+    ) -> Result<Vec<PluginVal>, RoutineError> {
+        self.run(conn, Routine::PluginControl, id, |b, s, _| {
+            b.core_quic_plugin_routines().call_plugin_control(s, id, args)
+        })
+    }
+
+    /// plugin-control from another plugin: failures come back as ABI errors.
+    pub(crate) fn control_from_plugin(
+        &mut self,
+        conn: &mut dyn HostConnection,
+        id: u64,
+        args: &[PluginVal],
+    ) -> Result<Vec<PluginVal>, Error> {
+        let Some(idx) = self
+            .route_index
+            .get(&(Routine::PluginControl as u8, id))
+            .and_then(|&rid| self.routes[rid].define)
+        else {
+            return Err(Error::NotFound(format!("no plugin defines plugin-control {id:#x}")));
+        };
+        if let Some(fault) = &self.slots[idx].removed {
+            return Err(Error::Failed(format!("the callee was removed: {fault}")));
+        }
+        match self.invoke(conn, idx, Anchor::Define, "plugin-control", |b, s| {
+            b.core_quic_plugin_routines().call_plugin_control(s, id, args)
+        }) {
+            Ok(r) => Ok(r),
+            Err(CallFailure::Unavailable) => Err(Error::Failed("plugin busy".into())),
+            Err(CallFailure::Plugin(e)) => Err(e),
+            Err(CallFailure::Fault(f)) => Err(Error::Failed(f.to_string())),
+        }
+    }
+
+    pub(crate) fn transport_parameter_owner(&self, id: u64, except: usize) -> Option<&str> {
+        self.slots.iter().enumerate().find_map(|(i, s)| {
+            let live = s.live.as_ref()?;
+            (i != except && live.store.data().transport_parameters.contains(&id))
+                .then_some(s.info.name.as_str())
+        })
+    }
+
+    /// A request to close the connection, set when a plugin that defines
+    /// protocol behaviour faulted. The stack should close with it once.
+    pub fn take_close_request(&mut self) -> Option<CloseRequest> {
+        self.close.take()
+    }
+
+    /// Whether the plugin named `name` is loaded, not removed, and enabled.
+    pub fn is_enabled(&self, name: &str) -> bool {
+        self.slots.iter().any(|s| {
+            s.info.name == name && s.live.as_ref().is_some_and(|l| l.store.data().enabled)
+        })
+    }
+
+    /// Per-plugin counters.
+    pub fn stats(&self) -> Vec<PluginStats> {
+        self.slots
+            .iter()
+            .map(|s| PluginStats {
+                name: s.info.name.clone(),
+                enabled: s.live.as_ref().is_some_and(|l| l.store.data().enabled),
+                calls: s.calls,
+                errors: s.errors,
+                denied: s.live.as_ref().map_or(0, |l| l.store.data().denied),
+                removed: s.removed.as_ref().map(|f| f.to_string()),
+            })
+            .collect()
+    }
+}

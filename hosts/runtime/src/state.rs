@@ -1,0 +1,346 @@
+//! The store data of one plugin instance and the host API it calls.
+//!
+//! Every host call checks, in order: that it is made during a routine call
+//! (not from `manifest()`), that mutating calls come from a DEFINE anchor,
+//! and that the plugin's manifest declared (and the embedder granted) the
+//! permission or field. A failed check returns `error::denied` and is counted.
+
+use crate::abi::{
+    Anchor, Error, FieldRef, Frame, FrameRegistration, LogLevel, Permission, PluginVal,
+    host_api,
+};
+use crate::config::{MAX_LOG_MESSAGE, MAX_RANDOM_BYTES, RuntimeConfig};
+use crate::host::{HostConnection, LogRecord};
+use crate::runtime::PluginInfo;
+use crate::set::PluginSet;
+use std::sync::Arc;
+use wasmtime::component::Resource;
+use wasmtime::{StoreLimits, StoreLimitsBuilder};
+
+/// Host-side representation of an `out-buf` handle (the bytes live in
+/// [`PluginState`]; at most one buffer is lent per call).
+pub struct OutBufRep;
+/// Host-side representation of an `in-buf` handle.
+pub struct InBufRep;
+
+/// What a plugin may reach while one of its routines runs: the connection
+/// and the plugin set (for plugin-control). Set by [`PluginSet`] right before
+/// a call and cleared right after it, so the pointers never outlive the
+/// borrows they were made from.
+#[derive(Clone, Copy)]
+pub(crate) struct Scope {
+    pub(crate) conn: *mut (dyn HostConnection + 'static),
+    pub(crate) set: *mut PluginSet,
+    pub(crate) anchor: Anchor,
+}
+
+// SAFETY: a `Scope` only exists while the thread that created it is inside a
+// plugin call; it is cleared before the call returns, so it is never used
+// from another thread even when the store moves between threads.
+unsafe impl Send for Scope {}
+
+/// The data of one plugin's wasmtime store.
+pub(crate) struct PluginState {
+    pub(crate) info: Option<Arc<PluginInfo>>,
+    pub(crate) index: usize,
+    pub(crate) limits: StoreLimits,
+    pub(crate) scope: Option<Scope>,
+    pub(crate) out: Vec<u8>,
+    pub(crate) out_capacity: usize,
+    pub(crate) input: Vec<u8>,
+    pub(crate) enabled: bool,
+    pub(crate) frames: Vec<FrameRegistration>,
+    pub(crate) transport_parameters: Vec<u64>,
+    pub(crate) timers: Vec<(u64, u64)>,
+    pub(crate) max_timers: usize,
+    pub(crate) denied: u64,
+}
+
+impl PluginState {
+    pub(crate) fn new(config: &RuntimeConfig, info: Option<Arc<PluginInfo>>, index: usize) -> Self {
+        PluginState {
+            info,
+            index,
+            limits: StoreLimitsBuilder::new()
+                .memory_size(config.max_memory_bytes)
+                .instances(8)
+                .tables(8)
+                .memories(2)
+                .table_elements(10_000)
+                .trap_on_grow_failure(true)
+                .build(),
+            scope: None,
+            out: Vec::new(),
+            out_capacity: 0,
+            input: Vec::new(),
+            enabled: false,
+            frames: Vec::new(),
+            transport_parameters: Vec::new(),
+            timers: Vec::new(),
+            max_timers: config.max_timers,
+            denied: 0,
+        }
+    }
+
+    pub(crate) fn for_manifest(config: &RuntimeConfig) -> Self {
+        Self::new(config, None, usize::MAX)
+    }
+
+    fn deny(&mut self, message: String) -> Error {
+        self.denied += 1;
+        Error::Denied(message)
+    }
+
+    /// The current scope, checking that a mutating call comes from DEFINE.
+    fn scope(&mut self, call: &str, mutating: bool) -> Result<Scope, Error> {
+        match self.scope {
+            None => Err(self.deny(format!("{call} may only be called during a routine call"))),
+            Some(s) if mutating && s.anchor != Anchor::Define => Err(self.deny(format!(
+                "{call} mutates the connection and is not allowed from a {} anchor",
+                s.anchor.name()
+            ))),
+            Some(s) => Ok(s),
+        }
+    }
+
+    fn permit(&mut self, call: &str, permission: Permission) -> Result<(), Error> {
+        let allowed = self.info.as_ref().is_some_and(|i| i.may(permission));
+        if allowed {
+            Ok(())
+        } else {
+            Err(self.deny(format!("{call} needs the {} permission", permission.name())))
+        }
+    }
+
+    fn check_field_ref(field: &FieldRef) -> Result<(), Error> {
+        match (field.id.per_space(), field.space.is_some()) {
+            (true, false) => Err(Error::InvalidArgument(format!(
+                "field {} needs a packet-number space",
+                field.id.name()
+            ))),
+            (false, true) => Err(Error::InvalidArgument(format!(
+                "field {} is connection-wide and takes no packet-number space",
+                field.id.name()
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    fn read_field(&mut self, scope: Scope, field: FieldRef) -> Result<PluginVal, Error> {
+        Self::check_field_ref(&field)?;
+        let allowed = self.info.as_ref().is_some_and(|i| i.reads.contains(field.id));
+        if !allowed {
+            return Err(self.deny(format!("read of field {} was not granted", field.id.name())));
+        }
+        // SAFETY: see `Scope`: the connection outlives the call.
+        unsafe { &mut *scope.conn }.get_field(field)
+    }
+}
+
+impl host_api::HostOutBuf for PluginState {
+    fn capacity(&mut self, _: Resource<OutBufRep>) -> u64 {
+        self.out_capacity as u64
+    }
+
+    fn written(&mut self, _: Resource<OutBufRep>) -> u64 {
+        self.out.len() as u64
+    }
+
+    fn put(&mut self, _: Resource<OutBufRep>, data: Vec<u8>) -> Result<(), Error> {
+        let needed = self.out.len().saturating_add(data.len());
+        if needed > self.out_capacity {
+            return Err(Error::BufferTooShort(needed as u64));
+        }
+        self.out.extend_from_slice(&data);
+        Ok(())
+    }
+
+    fn put_zeros(&mut self, _: Resource<OutBufRep>, count: u64) -> Result<(), Error> {
+        let needed = (self.out.len() as u64).saturating_add(count);
+        if needed > self.out_capacity as u64 {
+            return Err(Error::BufferTooShort(needed));
+        }
+        self.out.resize(needed as usize, 0);
+        Ok(())
+    }
+
+    fn drop(&mut self, _: Resource<OutBufRep>) -> wasmtime::Result<()> {
+        Ok(())
+    }
+}
+
+impl host_api::HostInBuf for PluginState {
+    fn len(&mut self, _: Resource<InBufRep>) -> u64 {
+        self.input.len() as u64
+    }
+
+    fn read(&mut self, _: Resource<InBufRep>, offset: u64, len: u64) -> Result<Vec<u8>, Error> {
+        let end = offset.saturating_add(len);
+        if end > self.input.len() as u64 {
+            return Err(Error::BufferTooShort(end));
+        }
+        Ok(self.input[offset as usize..end as usize].to_vec())
+    }
+
+    fn drop(&mut self, _: Resource<InBufRep>) -> wasmtime::Result<()> {
+        Ok(())
+    }
+}
+
+impl crate::abi::generated_types_host::Host for PluginState {}
+
+impl host_api::Host for PluginState {
+    fn get_field(&mut self, field: FieldRef) -> Result<PluginVal, Error> {
+        let scope = self.scope("get-field", false)?;
+        self.read_field(scope, field)
+    }
+
+    fn get_fields(&mut self, fields: Vec<FieldRef>) -> Result<Vec<PluginVal>, Error> {
+        let scope = self.scope("get-fields", false)?;
+        fields.into_iter().map(|f| self.read_field(scope, f)).collect()
+    }
+
+    fn set_field(&mut self, field: FieldRef, value: PluginVal) -> Result<(), Error> {
+        let scope = self.scope("set-field", true)?;
+        Self::check_field_ref(&field)?;
+        let allowed = self.info.as_ref().is_some_and(|i| i.writes.contains(field.id));
+        if !allowed {
+            return Err(self.deny(format!("write of field {} was not granted", field.id.name())));
+        }
+        if !field.id.accepts(&value) {
+            return Err(Error::InvalidArgument(format!(
+                "field {} does not take this value type",
+                field.id.name()
+            )));
+        }
+        // SAFETY: see `Scope`.
+        unsafe { &mut *scope.conn }.set_field(field, value)
+    }
+
+    fn register_frame(&mut self, registration: FrameRegistration) -> Result<(), Error> {
+        self.scope("register-frame", true)?;
+        self.permit("register-frame", Permission::Registration)?;
+        if registration.frame_type >= 1 << 62 {
+            return Err(Error::InvalidArgument("frame type exceeds 2^62 - 1".into()));
+        }
+        self.frames.retain(|r| r.frame_type != registration.frame_type);
+        self.frames.push(registration);
+        Ok(())
+    }
+
+    fn register_transport_parameter(&mut self, id: u64) -> Result<(), Error> {
+        let scope = self.scope("register-transport-parameter", true)?;
+        self.permit("register-transport-parameter", Permission::Registration)?;
+        if id >= 1 << 62 {
+            return Err(Error::InvalidArgument("transport parameter id exceeds 2^62 - 1".into()));
+        }
+        // SAFETY: see `Scope`; only other plugins' (inactive) stores are read.
+        if let Some(owner) = unsafe { &*scope.set }.transport_parameter_owner(id, self.index) {
+            return Err(Error::InvalidArgument(format!(
+                "transport parameter {id:#x} is already registered by plugin {owner}"
+            )));
+        }
+        if !self.transport_parameters.contains(&id) {
+            self.transport_parameters.push(id);
+        }
+        Ok(())
+    }
+
+    fn enable(&mut self) {
+        if self.scope("enable", true).is_ok() {
+            self.enabled = true;
+        }
+    }
+
+    fn set_timer(&mut self, id: u64, at: u64) -> Result<(), Error> {
+        self.scope("set-timer", true)?;
+        self.permit("set-timer", Permission::Timers)?;
+        if let Some(t) = self.timers.iter_mut().find(|t| t.0 == id) {
+            t.1 = at;
+            return Ok(());
+        }
+        if self.timers.len() >= self.max_timers {
+            return Err(Error::InvalidArgument(format!(
+                "at most {} timers may be armed at once",
+                self.max_timers
+            )));
+        }
+        self.timers.push((id, at));
+        Ok(())
+    }
+
+    fn cancel_timer(&mut self, id: u64) -> Result<(), Error> {
+        self.scope("cancel-timer", true)?;
+        self.permit("cancel-timer", Permission::Timers)?;
+        let before = self.timers.len();
+        self.timers.retain(|t| t.0 != id);
+        if self.timers.len() == before {
+            return Err(Error::NotFound(format!("timer {id} is not armed")));
+        }
+        Ok(())
+    }
+
+    fn now(&mut self) -> u64 {
+        match self.scope("now", false) {
+            // SAFETY: see `Scope`.
+            Ok(scope) => unsafe { &*scope.conn }.now(),
+            Err(_) => 0,
+        }
+    }
+
+    fn random_bytes(&mut self, len: u32) -> Result<Vec<u8>, Error> {
+        self.scope("random-bytes", false)?;
+        self.permit("random-bytes", Permission::Randomness)?;
+        if len > MAX_RANDOM_BYTES {
+            return Err(Error::InvalidArgument(format!(
+                "at most {MAX_RANDOM_BYTES} random bytes per call"
+            )));
+        }
+        let mut buf = vec![0; len as usize];
+        getrandom::fill(&mut buf)
+            .map_err(|e| Error::Failed(format!("the system random source failed: {e}")))?;
+        Ok(buf)
+    }
+
+    fn log(
+        &mut self,
+        level: LogLevel,
+        mut message: String,
+        fields: Vec<(String, PluginVal)>,
+    ) -> Result<(), Error> {
+        let scope = self.scope("log", false)?;
+        self.permit("log", Permission::Logging)?;
+        if message.len() > MAX_LOG_MESSAGE {
+            let mut cut = MAX_LOG_MESSAGE;
+            while !message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            message.truncate(cut);
+        }
+        let plugin = self.info.as_ref().map(|i| i.name.clone()).unwrap_or_default();
+        // SAFETY: see `Scope`.
+        unsafe { &mut *scope.conn }.log(LogRecord { plugin, level, message, fields });
+        Ok(())
+    }
+
+    fn send_frame(&mut self, frame: Frame) -> Result<(), Error> {
+        let scope = self.scope("send-frame", true)?;
+        self.permit("send-frame", Permission::SendFrames)?;
+        // SAFETY: see `Scope`.
+        unsafe { &mut *scope.conn }.send_frame(frame)
+    }
+
+    fn call_plugin_control(
+        &mut self,
+        id: u64,
+        args: Vec<PluginVal>,
+    ) -> Result<Vec<PluginVal>, Error> {
+        let scope = self.scope("call-plugin-control", true)?;
+        self.permit("call-plugin-control", Permission::PluginControl)?;
+        // SAFETY: see `Scope`. This plugin's own store is not in the set
+        // while it runs, so the callee can never be this instance.
+        let set = unsafe { &mut *scope.set };
+        let conn = unsafe { &mut *scope.conn };
+        set.control_from_plugin(conn, id, &args)
+    }
+}

@@ -1,0 +1,48 @@
+//! ACK logger (Core QUIC paper, section VI-A).
+//!
+//! Observes ACK processing (AFTER anchor of process-frame, types 0x02 and
+//! 0x03) and logs the largest acknowledged packet, the ACK delay and the
+//! number of ranges through the host's structured log. It changes nothing.
+
+#![cfg_attr(target_arch = "wasm32", no_std)]
+
+extern crate alloc;
+
+use alloc::{format, string::String, vec, vec::Vec};
+use corequic_sdk::*;
+
+const ACK: u64 = 0x02;
+const ACK_ECN: u64 = 0x03;
+
+#[derive(Default)]
+struct AckLogger;
+
+impl Plugin for AckLogger {
+    fn manifest() -> Manifest {
+        Manifest::new("ack-logger", "0.1.0")
+            .bind(Routine::ProcessFrame, Anchor::After, ACK)
+            .bind(Routine::ProcessFrame, Anchor::After, ACK_ECN)
+            .permission(Permission::Logging)
+    }
+
+    fn init(&mut self) -> Result<()> {
+        host::enable();
+        Ok(())
+    }
+
+    fn process_frame(&mut self, _: Anchor, frame: Frame, ctx: RxContext) -> Result<()> {
+        let Frame::Ack(ack) = frame else { return Ok(()) };
+        host::log(
+            LogLevel::Info,
+            "ack processed",
+            &[
+                ("largest-acknowledged", PluginVal::U64(ack.largest_acknowledged)),
+                ("ack-delay", PluginVal::Duration(ack.ack_delay)),
+                ("ranges", PluginVal::U64(ack.ranges.len() as u64)),
+                ("packet-number", PluginVal::U64(ctx.packet_number)),
+            ],
+        )
+    }
+}
+
+export_plugin!(AckLogger);

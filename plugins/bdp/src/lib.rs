@@ -1,0 +1,149 @@
+//! BDP frame (Core QUIC paper, section VI-D).
+//!
+//! Both sides advertise the empty transport parameter `0xBF`; once the peer
+//! has it, the plugin enables. A client given a remembered congestion window
+//! through plugin-control `0x80000(u64)` sends it once in frame `0xBD` (an
+//! 8-byte big-endian value), again if that frame is lost. A server receiving
+//! it sets its congestion window and slow-start threshold to the value — if
+//! the value is plausible: unlike the paper's version, absurd values are
+//! refused (logged and ignored), so a peer cannot make the server flood.
+
+#![cfg_attr(target_arch = "wasm32", no_std)]
+
+extern crate alloc;
+
+use alloc::{format, string::String, vec, vec::Vec};
+use corequic_sdk::*;
+
+const TP_BDP: u64 = 0xBF;
+const FRAME_BDP: u64 = 0xBD;
+/// plugin-control: the remembered congestion window (u64 bytes).
+const CONTROL_SET_WINDOW: u64 = 0x80000;
+/// Frame type (2-byte varint) plus the 8-byte value.
+const FRAME_LEN: u64 = 10;
+/// Accepted windows: at least two full-size datagrams, at most 1 GiB.
+const MIN_WINDOW: u64 = 2 * 1200;
+const MAX_WINDOW: u64 = 1 << 30;
+
+#[derive(Default)]
+struct Bdp {
+    is_server: bool,
+    /// Client: the window to send, until the frame is acknowledged.
+    to_send: Option<u64>,
+    in_flight: bool,
+}
+
+impl Plugin for Bdp {
+    fn manifest() -> Manifest {
+        Manifest::new("bdp", "0.1.0")
+            .define_transport_parameter(TP_BDP)
+            .define_frame(FRAME_BDP)
+            .control(CONTROL_SET_WINDOW)
+            .reads(&[FieldId::IsServer])
+            .writes(&[FieldId::CongestionWindow, FieldId::Ssthresh])
+            .permission(Permission::Registration)
+            .permission(Permission::Logging)
+    }
+
+    fn init(&mut self) -> Result<()> {
+        self.is_server = matches!(host::get(FieldId::IsServer)?, PluginVal::Bool(true));
+        host::register_transport_parameter(TP_BDP)?;
+        host::register_frame(FrameRegistration {
+            frame_type: FRAME_BDP,
+            position: SendPosition::AfterAck,
+            ack_eliciting: true,
+            in_flight: true,
+        })
+    }
+
+    fn write_transport_parameter(&mut self, _: Anchor, _: u64, _: &OutBuf) -> Result<()> {
+        Ok(()) // empty value: presence is the whole message
+    }
+
+    fn decode_transport_parameter(&mut self, _: Anchor, _: u64, _: &InBuf) -> Result<()> {
+        host::enable();
+        Ok(())
+    }
+
+    fn should_send_frame(&mut self, _: Anchor, _: u64, ctx: SendContext) -> Result<bool> {
+        Ok(!self.is_server
+            && self.to_send.is_some()
+            && !self.in_flight
+            && ctx.packet_type == PacketType::OneRtt)
+    }
+
+    fn prepare_frame(&mut self, _: Anchor, _: u64, _: SendContext) -> Result<Option<ExtFrame>> {
+        Ok(self.to_send.map(|w| ExtFrame { frame_type: FRAME_BDP, tag: w }))
+    }
+
+    fn frame_wire_len(&mut self, _: Anchor, _: ExtFrame) -> Result<u64> {
+        Ok(FRAME_LEN)
+    }
+
+    fn write_frame(&mut self, _: Anchor, frame: ExtFrame, out: &OutBuf) -> Result<()> {
+        let mut bytes = Vec::with_capacity(FRAME_LEN as usize);
+        varint::encode(FRAME_BDP, &mut bytes);
+        bytes.extend_from_slice(&frame.tag.to_be_bytes());
+        out.put(&bytes)
+    }
+
+    fn on_frame_reserved(&mut self, _: Anchor, _: ExtFrame, _: SendContext) -> Result<()> {
+        self.in_flight = true;
+        Ok(())
+    }
+
+    fn notify_frame(&mut self, _: Anchor, _: ExtFrame, outcome: FrameOutcome) -> Result<()> {
+        self.in_flight = false;
+        if outcome == FrameOutcome::Acked {
+            self.to_send = None;
+        }
+        Ok(())
+    }
+
+    fn parse_frame(&mut self, _: Anchor, _: u64, payload: &InBuf) -> Result<ParsedFrame> {
+        let bytes = payload.read(0, 8)?;
+        let mut value = [0u8; 8];
+        value.copy_from_slice(&bytes);
+        Ok(ParsedFrame {
+            frame: ExtFrame { frame_type: FRAME_BDP, tag: u64::from_be_bytes(value) },
+            consumed: 8,
+        })
+    }
+
+    fn process_frame(&mut self, _: Anchor, frame: Frame, _: RxContext) -> Result<()> {
+        let Frame::Extension(ExtFrame { tag: window, .. }) = frame else { return Ok(()) };
+        if !self.is_server {
+            return Ok(());
+        }
+        if !(MIN_WINDOW..=MAX_WINDOW).contains(&window) {
+            return host::log(
+                LogLevel::Warn,
+                "refusing implausible BDP window",
+                &[("window", PluginVal::U64(window))],
+            );
+        }
+        host::set(FieldId::CongestionWindow, PluginVal::U64(window))?;
+        host::set(FieldId::Ssthresh, PluginVal::U64(window))?;
+        host::log(LogLevel::Info, "congestion window resumed", &[("window", PluginVal::U64(window))])
+    }
+
+    fn log_frame(&mut self, _: Anchor, frame: Frame) -> Result<String> {
+        match frame {
+            Frame::Extension(f) => Ok(String::from("BDP window=") + &text::decimal(f.tag)),
+            _ => Err(Error::InvalidArgument("not a BDP frame".into())),
+        }
+    }
+
+    fn plugin_control(&mut self, id: u64, args: Vec<PluginVal>) -> Result<Vec<PluginVal>> {
+        match (id, args.as_slice()) {
+            (CONTROL_SET_WINDOW, [PluginVal::U64(w)]) => {
+                self.to_send = Some(*w);
+                Ok(Vec::new())
+            }
+            (CONTROL_SET_WINDOW, _) => Err(Error::InvalidArgument("expected one u64".into())),
+            _ => Err(Error::NotFound(String::from("unknown plugin-control id"))),
+        }
+    }
+}
+
+export_plugin!(Bdp);

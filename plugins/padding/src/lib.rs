@@ -1,0 +1,111 @@
+//! Privacy padding (Core QUIC paper, section VI-B).
+//!
+//! Pads every 1-RTT packet to the path MTU with PADDING and, after each such
+//! packet, halts sending for a random 0–10 ms; a plugin timer resumes it.
+//! Needs no negotiation, so one side may load it alone. Plugin-control
+//! `0x80001(bool)` turns it on or off at run time.
+
+#![cfg_attr(target_arch = "wasm32", no_std)]
+
+extern crate alloc;
+
+use alloc::{format, string::String, vec, vec::Vec};
+use corequic_sdk::*;
+
+/// PADDING, offered at the end of every packet.
+const PADDING: u64 = 0x00;
+/// plugin-control: enable (`true`) or disable (`false`) padding.
+const CONTROL_TOGGLE: u64 = 0x80001;
+/// The timer that ends a halt.
+const RESUME_TIMER: u64 = 0;
+/// Upper bound of the random delay after each packet.
+const MAX_DELAY_NS: u64 = 10_000_000;
+
+#[derive(Default)]
+struct Padding {
+    disabled: bool,
+    halted: bool,
+}
+
+impl Padding {
+    fn resume(&mut self) -> Result<()> {
+        self.halted = false;
+        host::set(FieldId::SendingHalted, PluginVal::Bool(false))
+    }
+}
+
+impl Plugin for Padding {
+    fn manifest() -> Manifest {
+        let send = [
+            Routine::ShouldSendFrame,
+            Routine::PrepareFrame,
+            Routine::FrameWireLen,
+            Routine::WriteFrame,
+            Routine::OnFrameReserved,
+        ];
+        send.into_iter()
+            .fold(Manifest::new("padding", "0.1.0"), |m, r| m.bind(r, Anchor::Define, PADDING))
+            .control(CONTROL_TOGGLE)
+            .writes(&[FieldId::SendingHalted])
+            .permission(Permission::Registration)
+            .permission(Permission::Timers)
+            .permission(Permission::Randomness)
+    }
+
+    fn init(&mut self) -> Result<()> {
+        host::register_frame(FrameRegistration {
+            frame_type: PADDING,
+            position: SendPosition::End,
+            ack_eliciting: false,
+            in_flight: true,
+        })?;
+        // No negotiation: everything runs from the start.
+        host::enable();
+        Ok(())
+    }
+
+    fn should_send_frame(&mut self, _: Anchor, _: u64, ctx: SendContext) -> Result<bool> {
+        Ok(!self.disabled && ctx.packet_type == PacketType::OneRtt && ctx.room > 0)
+    }
+
+    fn prepare_frame(&mut self, _: Anchor, _: u64, ctx: SendContext) -> Result<Option<ExtFrame>> {
+        // The tag carries the number of padding bytes: all the room left.
+        Ok(Some(ExtFrame { frame_type: PADDING, tag: ctx.room }))
+    }
+
+    fn frame_wire_len(&mut self, _: Anchor, frame: ExtFrame) -> Result<u64> {
+        Ok(frame.tag)
+    }
+
+    fn write_frame(&mut self, _: Anchor, frame: ExtFrame, out: &OutBuf) -> Result<()> {
+        out.put_zeros(frame.tag)
+    }
+
+    fn on_frame_reserved(&mut self, _: Anchor, _: ExtFrame, _: SendContext) -> Result<()> {
+        let delay = host::random_u64()? % (MAX_DELAY_NS + 1);
+        host::set(FieldId::SendingHalted, PluginVal::Bool(true))?;
+        self.halted = true;
+        host::set_timer(RESUME_TIMER, host::now().saturating_add(delay))
+    }
+
+    fn on_plugin_timeout(&mut self, _: u64, _: u64) -> Result<()> {
+        self.resume()
+    }
+
+    fn plugin_control(&mut self, id: u64, args: Vec<PluginVal>) -> Result<Vec<PluginVal>> {
+        match (id, args.as_slice()) {
+            (CONTROL_TOGGLE, [PluginVal::Bool(on)]) => {
+                self.disabled = !on;
+                if self.disabled && self.halted {
+                    let _ = host::cancel_timer(RESUME_TIMER);
+                    self.resume()?;
+                }
+                Ok(vec![PluginVal::Bool(*on)])
+            }
+            (CONTROL_TOGGLE, _) => Err(Error::InvalidArgument("expected one bool".into())),
+            _ => Err(Error::NotFound(String::from("unknown plugin-control id"))),
+        }
+    }
+}
+
+export_plugin!(Padding);

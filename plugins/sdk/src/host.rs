@@ -1,0 +1,103 @@
+//! The host API, as plain functions.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use crate::bindings::core_quic::plugin::host as raw;
+use crate::{Error, FieldId, FieldRef, Frame, FrameRegistration, LogLevel, PluginVal, PnSpace, Result};
+
+/// Read a connection-wide field.
+pub fn get(field: FieldId) -> Result<PluginVal> {
+    raw::get_field(FieldRef { id: field, space: None })
+}
+
+/// Read a per-space field.
+pub fn get_in(space: PnSpace, field: FieldId) -> Result<PluginVal> {
+    raw::get_field(FieldRef { id: field, space: Some(space) })
+}
+
+/// Read several fields in one host call.
+pub fn get_many(fields: &[FieldRef]) -> Result<Vec<PluginVal>> {
+    raw::get_fields(fields)
+}
+
+/// Read a `u64` field; `invalid-argument` if the host returns another type.
+pub fn get_u64(field: FieldId) -> Result<u64> {
+    match get(field)? {
+        PluginVal::U64(v) => Ok(v),
+        _ => Err(Error::InvalidArgument(String::from("the field is not a u64"))),
+    }
+}
+
+/// Read a duration field, in nanoseconds.
+pub fn get_duration(field: FieldId) -> Result<u64> {
+    match get(field)? {
+        PluginVal::Duration(v) => Ok(v),
+        _ => Err(Error::InvalidArgument(String::from("the field is not a duration"))),
+    }
+}
+
+/// Write a connection-wide field.
+pub fn set(field: FieldId, value: PluginVal) -> Result<()> {
+    raw::set_field(FieldRef { id: field, space: None }, &value)
+}
+
+/// Offer frames of this type to the send routines.
+pub fn register_frame(registration: FrameRegistration) -> Result<()> {
+    raw::register_frame(registration)
+}
+
+/// Have the host call the transport-parameter routines for `id`.
+pub fn register_transport_parameter(id: u64) -> Result<()> {
+    raw::register_transport_parameter(id)
+}
+
+/// Second phase of loading: every bound routine may now run.
+pub fn enable() {
+    raw::enable()
+}
+
+/// Arm timer `id` to fire at `at` (connection time, nanoseconds).
+pub fn set_timer(id: u64, at: u64) -> Result<()> {
+    raw::set_timer(id, at)
+}
+
+/// Disarm timer `id`.
+pub fn cancel_timer(id: u64) -> Result<()> {
+    raw::cancel_timer(id)
+}
+
+/// The connection's current time, in nanoseconds.
+pub fn now() -> u64 {
+    raw::now()
+}
+
+/// Random bytes from the host's CSPRNG.
+pub fn random_bytes(len: u32) -> Result<Vec<u8>> {
+    raw::random_bytes(len)
+}
+
+/// A random `u64`.
+pub fn random_u64() -> Result<u64> {
+    let b = raw::random_bytes(8)?;
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[..8]);
+    Ok(u64::from_le_bytes(a))
+}
+
+/// A structured log record.
+pub fn log(level: LogLevel, message: &str, fields: &[(&str, PluginVal)]) -> Result<()> {
+    let fields: Vec<(String, PluginVal)> =
+        fields.iter().map(|(k, v)| (String::from(*k), v.clone())).collect();
+    raw::log(level, message, &fields)
+}
+
+/// Queue a standard frame (PING, PATH_CHALLENGE, …).
+pub fn send_frame(frame: Frame) -> Result<()> {
+    raw::send_frame(&frame)
+}
+
+/// Call plugin-control `id` of another plugin of this connection.
+pub fn call_plugin_control(id: u64, args: &[PluginVal]) -> Result<Vec<PluginVal>> {
+    raw::call_plugin_control(id, args)
+}

@@ -1,0 +1,274 @@
+//! The guest SDK for Core QUIC plugins.
+//!
+//! A plugin is a type implementing [`Plugin`] — one method per protocol
+//! routine, each with a default that reports the routine as not implemented —
+//! exported with [`export_plugin!`]. The host calls only the routines the
+//! plugin's [`Manifest`] binds. Host services (fields, timers, logging,
+//! registration, plugin-control) are plain functions in [`host`].
+//!
+//! ```ignore
+//! use corequic_sdk::*;
+//!
+//! #[derive(Default)]
+//! struct Hello;
+//!
+//! impl Plugin for Hello {
+//!     fn manifest() -> Manifest {
+//!         Manifest::new("hello", "0.1.0").permission(Permission::Logging)
+//!     }
+//!     fn init(&mut self) -> Result<()> {
+//!         host::log(LogLevel::Info, "hello", &[])
+//!     }
+//! }
+//!
+//! export_plugin!(Hello);
+//! ```
+//!
+//! Build for `wasm32-unknown-unknown` and turn the module into a component
+//! (the repository's Makefile does both). No WASI is needed. The SDK is
+//! `no_std`: it brings a small size-class allocator and a panic handler that
+//! traps, which keeps plugins in the 10–20 KB range. Plugin crates declare
+//! `#![cfg_attr(target_arch = "wasm32", no_std)]` and `extern crate alloc;`.
+
+#![no_std]
+#![warn(missing_docs)]
+
+extern crate alloc;
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::cell::{Cell, UnsafeCell};
+
+/// Bindings generated from `wit/` by `wit-bindgen`.
+#[allow(missing_docs, clippy::all)]
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "../../wit",
+        world: "plugin",
+        pub_export_macro: true,
+        export_macro_name: "export_bindings",
+        default_bindings_module: "::corequic_sdk::bindings",
+    });
+}
+
+pub use bindings::core_quic::plugin::host::{InBuf, OutBuf};
+pub use bindings::core_quic::plugin::types::{
+    AckFrame, Anchor, Binding, EcnCounts, Error, ExtFrame, FieldId, FieldRef, Frame, FrameOutcome,
+    FrameRegistration, LogLevel, PacketType, ParsedFrame, Permission, PluginManifest, PluginVal,
+    PnSpace, Routine, RxContext, SendContext, SendPosition,
+};
+
+/// The result type of routines and host calls.
+pub type Result<T> = core::result::Result<T, Error>;
+
+/// The ABI version this SDK targets (the WIT package version).
+pub const ABI_VERSION: &str = "0.1.0";
+
+pub mod host;
+pub mod text;
+mod manifest;
+pub mod varint;
+
+pub use manifest::Manifest;
+
+#[cfg(all(target_arch = "wasm32", not(test)))]
+mod rt;
+
+fn not_implemented<T>(routine: &str) -> Result<T> {
+    let mut message = String::from(routine);
+    message.push_str(" is not implemented by this plugin");
+    Err(Error::Unsupported(message))
+}
+
+/// A Core QUIC plugin. One value exists per connection, created with
+/// `Default` right before [`Plugin::init`].
+///
+/// Implement the routines the manifest binds; the `anchor` argument tells
+/// whether the call is the DEFINE or a BEFORE/AFTER observation.
+#[allow(unused_variables)]
+pub trait Plugin: Default + 'static {
+    /// What the plugin binds and needs. Must not call the host.
+    fn manifest() -> Manifest;
+
+    /// Called once per connection before anything else.
+    fn init(&mut self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Encode transport parameter `id` into `out`.
+    fn write_transport_parameter(&mut self, anchor: Anchor, id: u64, out: &OutBuf) -> Result<()> {
+        not_implemented("write-transport-parameter")
+    }
+
+    /// The peer sent transport parameter `id`.
+    fn decode_transport_parameter(&mut self, anchor: Anchor, id: u64, value: &InBuf) -> Result<()> {
+        not_implemented("decode-transport-parameter")
+    }
+
+    /// Whether to send a frame of `frame_type` in the packet `ctx` describes.
+    /// Must have no side effects (hosts may ask more than once).
+    fn should_send_frame(&mut self, anchor: Anchor, frame_type: u64, ctx: SendContext) -> Result<bool> {
+        not_implemented("should-send-frame")
+    }
+
+    /// Prepare the frame; `None` sends nothing.
+    fn prepare_frame(
+        &mut self,
+        anchor: Anchor,
+        frame_type: u64,
+        ctx: SendContext,
+    ) -> Result<Option<ExtFrame>> {
+        not_implemented("prepare-frame")
+    }
+
+    /// The frame's length on the wire, type included.
+    fn frame_wire_len(&mut self, anchor: Anchor, frame: ExtFrame) -> Result<u64> {
+        not_implemented("frame-wire-len")
+    }
+
+    /// Write the frame, type included.
+    fn write_frame(&mut self, anchor: Anchor, frame: ExtFrame, out: &OutBuf) -> Result<()> {
+        not_implemented("write-frame")
+    }
+
+    /// The frame is part of packet `ctx.packet_number`.
+    fn on_frame_reserved(&mut self, anchor: Anchor, frame: ExtFrame, ctx: SendContext) -> Result<()> {
+        not_implemented("on-frame-reserved")
+    }
+
+    /// The frame was acknowledged or lost.
+    fn notify_frame(&mut self, anchor: Anchor, frame: ExtFrame, outcome: FrameOutcome) -> Result<()> {
+        not_implemented("notify-frame")
+    }
+
+    /// Parse a received frame; `payload` starts after the type.
+    fn parse_frame(&mut self, anchor: Anchor, frame_type: u64, payload: &InBuf) -> Result<ParsedFrame> {
+        not_implemented("parse-frame")
+    }
+
+    /// Process a received frame (plugin frames at DEFINE, any frame at BEFORE/AFTER).
+    fn process_frame(&mut self, anchor: Anchor, frame: Frame, ctx: RxContext) -> Result<()> {
+        not_implemented("process-frame")
+    }
+
+    /// Describe a frame for the host's logs.
+    fn log_frame(&mut self, anchor: Anchor, frame: Frame) -> Result<String> {
+        not_implemented("log-frame")
+    }
+
+    /// Timer `id` fired.
+    fn on_plugin_timeout(&mut self, id: u64, now: u64) -> Result<()> {
+        not_implemented("on-plugin-timeout")
+    }
+
+    /// The plugin-control entry point `id`.
+    fn plugin_control(&mut self, id: u64, args: Vec<PluginVal>) -> Result<Vec<PluginVal>> {
+        not_implemented("plugin-control")
+    }
+}
+
+/// Storage for a plugin's single per-instance value. Wasm instances are
+/// single-threaded and the host never re-enters a running plugin, so a
+/// plain cell with a re-entrancy guard suffices.
+#[doc(hidden)]
+pub struct InstanceCell<T> {
+    value: UnsafeCell<Option<T>>,
+    busy: Cell<bool>,
+}
+
+// SAFETY: core wasm plugins have a single thread.
+unsafe impl<T> Sync for InstanceCell<T> {}
+
+impl<T: Default> InstanceCell<T> {
+    #[doc(hidden)]
+    pub const fn new() -> Self {
+        InstanceCell { value: UnsafeCell::new(None), busy: Cell::new(false) }
+    }
+
+    #[doc(hidden)]
+    pub fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        if self.busy.replace(true) {
+            // The host never re-enters a running plugin; trap if it does.
+            #[cfg(target_arch = "wasm32")]
+            core::arch::wasm32::unreachable();
+        }
+        // SAFETY: the busy flag guarantees this is the only live borrow.
+        let value = unsafe { &mut *self.value.get() }.get_or_insert_with(T::default);
+        let r = f(value);
+        self.busy.set(false);
+        r
+    }
+}
+
+/// Gives the adapter access to the plugin's per-instance value.
+#[doc(hidden)]
+pub trait Instance: Plugin {
+    fn with<R>(f: impl FnOnce(&mut Self) -> R) -> R;
+}
+
+/// Connects the generated export trait to a [`Plugin`].
+#[doc(hidden)]
+pub struct Adapter<P>(core::marker::PhantomData<P>);
+
+impl<P: Instance> bindings::exports::core_quic::plugin::routines::Guest for Adapter<P> {
+    fn manifest() -> PluginManifest {
+        P::manifest().into_wit()
+    }
+    fn init() -> Result<()> {
+        P::with(|p| p.init())
+    }
+    fn write_transport_parameter(anchor: Anchor, id: u64, out: &OutBuf) -> Result<()> {
+        P::with(|p| p.write_transport_parameter(anchor, id, out))
+    }
+    fn decode_transport_parameter(anchor: Anchor, id: u64, value: &InBuf) -> Result<()> {
+        P::with(|p| p.decode_transport_parameter(anchor, id, value))
+    }
+    fn should_send_frame(anchor: Anchor, frame_type: u64, ctx: SendContext) -> Result<bool> {
+        P::with(|p| p.should_send_frame(anchor, frame_type, ctx))
+    }
+    fn prepare_frame(anchor: Anchor, frame_type: u64, ctx: SendContext) -> Result<Option<ExtFrame>> {
+        P::with(|p| p.prepare_frame(anchor, frame_type, ctx))
+    }
+    fn frame_wire_len(anchor: Anchor, frame: ExtFrame) -> Result<u64> {
+        P::with(|p| p.frame_wire_len(anchor, frame))
+    }
+    fn write_frame(anchor: Anchor, frame: ExtFrame, out: &OutBuf) -> Result<()> {
+        P::with(|p| p.write_frame(anchor, frame, out))
+    }
+    fn on_frame_reserved(anchor: Anchor, frame: ExtFrame, ctx: SendContext) -> Result<()> {
+        P::with(|p| p.on_frame_reserved(anchor, frame, ctx))
+    }
+    fn notify_frame(anchor: Anchor, frame: ExtFrame, outcome: FrameOutcome) -> Result<()> {
+        P::with(|p| p.notify_frame(anchor, frame, outcome))
+    }
+    fn parse_frame(anchor: Anchor, frame_type: u64, payload: &InBuf) -> Result<ParsedFrame> {
+        P::with(|p| p.parse_frame(anchor, frame_type, payload))
+    }
+    fn process_frame(anchor: Anchor, frame: Frame, ctx: RxContext) -> Result<()> {
+        P::with(|p| p.process_frame(anchor, frame, ctx))
+    }
+    fn log_frame(anchor: Anchor, frame: Frame) -> Result<String> {
+        P::with(|p| p.log_frame(anchor, frame))
+    }
+    fn on_plugin_timeout(id: u64, now: u64) -> Result<()> {
+        P::with(|p| p.on_plugin_timeout(id, now))
+    }
+    fn plugin_control(id: u64, args: Vec<PluginVal>) -> Result<Vec<PluginVal>> {
+        P::with(|p| p.plugin_control(id, args))
+    }
+}
+
+/// Export a [`Plugin`] type as the component's routines.
+#[macro_export]
+macro_rules! export_plugin {
+    ($ty:ty) => {
+        impl $crate::Instance for $ty {
+            fn with<R>(f: impl FnOnce(&mut Self) -> R) -> R {
+                static CELL: $crate::InstanceCell<$ty> = $crate::InstanceCell::new();
+                CELL.with(f)
+            }
+        }
+        type CorequicAdapter = $crate::Adapter<$ty>;
+        $crate::bindings::export_bindings!(CorequicAdapter with_types_in $crate::bindings);
+    };
+}

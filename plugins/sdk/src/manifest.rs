@@ -1,0 +1,87 @@
+//! A builder for the plugin manifest.
+
+use alloc::vec::Vec;
+
+use crate::{ABI_VERSION, Anchor, Binding, FieldId, Permission, PluginManifest, Routine};
+
+/// What a plugin declares: its bindings, the fields it reads and writes, and
+/// the permissions it needs. Hosts refuse plugins whose needs they cannot meet.
+pub struct Manifest(PluginManifest);
+
+impl Manifest {
+    /// A manifest for plugin `name` at `version`, targeting this SDK's ABI.
+    pub fn new(name: &str, version: &str) -> Manifest {
+        Manifest(PluginManifest {
+            name: name.into(),
+            version: version.into(),
+            abi_version: ABI_VERSION.into(),
+            bindings: Vec::new(),
+            reads: Vec::new(),
+            writes: Vec::new(),
+            permissions: Vec::new(),
+        })
+    }
+
+    /// Override the ABI version (for testing hosts' version checks).
+    pub fn abi_version(mut self, version: &str) -> Manifest {
+        self.0.abi_version = version.into();
+        self
+    }
+
+    /// Bind `routine` for parameter `param` at `anchor`.
+    pub fn bind(mut self, routine: Routine, anchor: Anchor, param: u64) -> Manifest {
+        self.0.bindings.push(Binding { routine, anchor, param });
+        self
+    }
+
+    /// DEFINE every frame routine (send and receive) for `frame_type`.
+    pub fn define_frame(self, frame_type: u64) -> Manifest {
+        [
+            Routine::ShouldSendFrame,
+            Routine::PrepareFrame,
+            Routine::FrameWireLen,
+            Routine::WriteFrame,
+            Routine::OnFrameReserved,
+            Routine::NotifyFrame,
+            Routine::ParseFrame,
+            Routine::ProcessFrame,
+            Routine::LogFrame,
+        ]
+        .into_iter()
+        .fold(self, |m, r| m.bind(r, Anchor::Define, frame_type))
+    }
+
+    /// DEFINE both transport-parameter routines for `id`.
+    pub fn define_transport_parameter(self, id: u64) -> Manifest {
+        self.bind(Routine::WriteTransportParameter, Anchor::Define, id)
+            .bind(Routine::DecodeTransportParameter, Anchor::Define, id)
+    }
+
+    /// DEFINE plugin-control `id`.
+    pub fn control(self, id: u64) -> Manifest {
+        self.bind(Routine::PluginControl, Anchor::Define, id)
+    }
+
+    /// Declare fields read.
+    pub fn reads(mut self, fields: &[FieldId]) -> Manifest {
+        self.0.reads.extend_from_slice(fields);
+        self
+    }
+
+    /// Declare fields written.
+    pub fn writes(mut self, fields: &[FieldId]) -> Manifest {
+        self.0.writes.extend_from_slice(fields);
+        self
+    }
+
+    /// Declare a permission.
+    pub fn permission(mut self, permission: Permission) -> Manifest {
+        self.0.permissions.push(permission);
+        self
+    }
+
+    /// The WIT record.
+    pub fn into_wit(self) -> PluginManifest {
+        self.0
+    }
+}

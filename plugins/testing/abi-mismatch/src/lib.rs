@@ -1,0 +1,19 @@
+//! A plugin that declares a future ABI version; hosts must refuse it at load.
+
+#![cfg_attr(target_arch = "wasm32", no_std)]
+
+extern crate alloc;
+
+use alloc::{format, string::String, vec, vec::Vec};
+use corequic_sdk::*;
+
+#[derive(Default)]
+struct FutureAbi;
+
+impl Plugin for FutureAbi {
+    fn manifest() -> Manifest {
+        Manifest::new("future-abi", "0.1.0").abi_version("0.2.0")
+    }
+}
+
+export_plugin!(FutureAbi);

@@ -1,0 +1,112 @@
+//! A plugin that misbehaves on request, for the runtime's negative tests.
+//! Each plugin-control id triggers one misbehaviour right away or arms it
+//! for a later routine call. It DEFINEs routines, so its faults close the
+//! connection; `observer` is its counterpart that only observes.
+
+#![cfg_attr(target_arch = "wasm32", no_std)]
+
+extern crate alloc;
+
+use alloc::{format, string::String, vec, vec::Vec};
+use corequic_sdk::*;
+
+/// A frame it DEFINEs, so a fault there is a DEFINE fault.
+const FRAME_HOSTILE: u64 = 0x4854;
+/// A transport parameter whose value it writes past the buffer's bound.
+const TP_HOSTILE: u64 = 0x4854;
+
+const LOOP_FOREVER: u64 = 1;
+const MEMORY_BOMB: u64 = 2;
+const TRAP: u64 = 3;
+const READ_UNDECLARED: u64 = 4;
+const WRITE_UNDECLARED: u64 = 5;
+const LAST_ERROR: u64 = 6;
+const ARM_TRAP_IN_DEFINE: u64 = 7;
+const ECHO: u64 = 8;
+
+#[derive(Default)]
+struct Hostile {
+    trap_in_define: bool,
+    last_error: Option<Error>,
+}
+
+fn trap() -> ! {
+    core::arch::wasm32::unreachable()
+}
+
+impl Plugin for Hostile {
+    fn manifest() -> Manifest {
+        [LOOP_FOREVER, MEMORY_BOMB, TRAP, READ_UNDECLARED, WRITE_UNDECLARED, LAST_ERROR]
+            .into_iter()
+            .chain([ARM_TRAP_IN_DEFINE, ECHO])
+            .fold(Manifest::new("hostile", "0.1.0"), |m, id| m.control(id))
+            .bind(Routine::ShouldSendFrame, Anchor::Define, FRAME_HOSTILE)
+            .bind(Routine::WriteTransportParameter, Anchor::Define, TP_HOSTILE)
+            .reads(&[FieldId::IsServer])
+            .writes(&[FieldId::SendingHalted])
+            .permission(Permission::Registration)
+    }
+
+    fn init(&mut self) -> Result<()> {
+        host::register_transport_parameter(TP_HOSTILE)?;
+        host::register_frame(FrameRegistration {
+            frame_type: FRAME_HOSTILE,
+            position: SendPosition::End,
+            ack_eliciting: false,
+            in_flight: false,
+        })?;
+        host::enable();
+        Ok(())
+    }
+
+    fn write_transport_parameter(&mut self, _: Anchor, _: u64, out: &OutBuf) -> Result<()> {
+        let too_much = vec![0xAB; out.capacity() as usize + 1];
+        let r = out.put(&too_much);
+        if let Err(e) = &r {
+            self.last_error = Some(e.clone());
+        }
+        r
+    }
+
+    fn should_send_frame(&mut self, _: Anchor, _: u64, _: SendContext) -> Result<bool> {
+        if self.trap_in_define {
+            trap();
+        }
+        Ok(false)
+    }
+
+    fn plugin_control(&mut self, id: u64, args: Vec<PluginVal>) -> Result<Vec<PluginVal>> {
+        match id {
+            LOOP_FOREVER => {
+                let mut x: u64 = 0;
+                loop {
+                    x = core::hint::black_box(x.wrapping_add(1));
+                }
+            }
+            MEMORY_BOMB => {
+                let mut hoard: Vec<Vec<u8>> = Vec::new();
+                loop {
+                    hoard.push(vec![1; 1 << 20]);
+                    core::hint::black_box(&hoard);
+                }
+            }
+            TRAP => trap(),
+            READ_UNDECLARED => host::get(FieldId::CongestionWindow).map(|v| vec![v]),
+            WRITE_UNDECLARED => {
+                host::set(FieldId::CongestionWindow, PluginVal::U64(1)).map(|()| Vec::new())
+            }
+            LAST_ERROR => match self.last_error.take() {
+                Some(e) => Err(e),
+                None => Ok(Vec::new()),
+            },
+            ARM_TRAP_IN_DEFINE => {
+                self.trap_in_define = true;
+                Ok(Vec::new())
+            }
+            ECHO => Ok(args),
+            _ => Err(Error::NotFound(String::from("unknown plugin-control id"))),
+        }
+    }
+}
+
+export_plugin!(Hostile);

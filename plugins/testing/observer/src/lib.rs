@@ -1,0 +1,74 @@
+//! A plugin that only observes (AFTER process-frame of ACK) and, when armed
+//! through plugin-control, traps or attempts a mutation there. Its faults
+//! must leave the connection running.
+
+#![cfg_attr(target_arch = "wasm32", no_std)]
+
+extern crate alloc;
+
+use alloc::{string::String, vec::Vec};
+use corequic_sdk::*;
+
+const ACK: u64 = 0x02;
+const ARM_TRAP: u64 = 1;
+const ARM_MUTATE: u64 = 2;
+/// Returns the error the last mutation attempt got (or nothing).
+const LAST_ERROR: u64 = 3;
+/// Returns the number of ACK frames observed.
+const OBSERVED: u64 = 4;
+
+#[derive(Default)]
+struct Observer {
+    trap: bool,
+    mutate: bool,
+    observed: u64,
+    last_error: Option<Error>,
+}
+
+impl Plugin for Observer {
+    fn manifest() -> Manifest {
+        Manifest::new("observer", "0.1.0")
+            .bind(Routine::ProcessFrame, Anchor::After, ACK)
+            .control(ARM_TRAP)
+            .control(ARM_MUTATE)
+            .control(LAST_ERROR)
+            .control(OBSERVED)
+            .writes(&[FieldId::SendingHalted])
+    }
+
+    fn init(&mut self) -> Result<()> {
+        host::enable();
+        Ok(())
+    }
+
+    fn process_frame(&mut self, _: Anchor, _: Frame, _: RxContext) -> Result<()> {
+        self.observed += 1;
+        if self.trap {
+            core::arch::wasm32::unreachable();
+        }
+        if self.mutate {
+            self.mutate = false;
+            if let Err(e) = host::set(FieldId::SendingHalted, PluginVal::Bool(true)) {
+                self.last_error = Some(e);
+            }
+        }
+        Ok(())
+    }
+
+    fn plugin_control(&mut self, id: u64, _: Vec<PluginVal>) -> Result<Vec<PluginVal>> {
+        match id {
+            ARM_TRAP => self.trap = true,
+            ARM_MUTATE => self.mutate = true,
+            LAST_ERROR => {
+                if let Some(e) = self.last_error.take() {
+                    return Err(e);
+                }
+            }
+            OBSERVED => return Ok(alloc::vec![PluginVal::U64(self.observed)]),
+            _ => return Err(Error::NotFound(String::from("unknown plugin-control id"))),
+        }
+        Ok(Vec::new())
+    }
+}
+
+export_plugin!(Observer);

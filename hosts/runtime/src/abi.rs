@@ -9,6 +9,7 @@ mod generated {
     wasmtime::component::bindgen!({
         path: "../../wit",
         world: "plugin",
+        additional_derives: [PartialEq],
         with: {
             "core-quic:plugin/host.out-buf": crate::state::OutBufRep,
             "core-quic:plugin/host.in-buf": crate::state::InBufRep,
@@ -36,28 +37,7 @@ pub const ABI_VERSION: &str = "0.1.0";
 /// protocol-defining plugin failed ("CQ" followed by 0x0001).
 pub const PLUGIN_FAILURE_ERROR_CODE: u64 = 0x4351_0001;
 
-impl PartialEq for ExtFrame {
-    fn eq(&self, other: &Self) -> bool {
-        self.frame_type == other.frame_type && self.tag == other.tag
-    }
-}
-
 impl Eq for ExtFrame {}
-
-impl PartialEq for Error {
-    fn eq(&self, other: &Self) -> bool {
-        use Error::*;
-        match (self, other) {
-            (Denied(a), Denied(b))
-            | (Unsupported(a), Unsupported(b))
-            | (InvalidArgument(a), InvalidArgument(b))
-            | (NotFound(a), NotFound(b))
-            | (Failed(a), Failed(b)) => a == b,
-            (BufferTooShort(a), BufferTooShort(b)) | (Plugin(a), Plugin(b)) => a == b,
-            _ => false,
-        }
-    }
-}
 
 impl FieldId {
     /// Every field of the ABI, in WIT order.
@@ -297,7 +277,12 @@ pub fn abi_compatible(plugin: &str, host: &str) -> bool {
     }
     match (parse(plugin), parse(host)) {
         (Some((pm, pn, pp)), Some((hm, hn, hp))) => {
-            pm == hm && (if pm == 0 { pn == hn && pp <= hp } else { pn <= hn })
+            pm == hm
+                && (if pm == 0 {
+                    pn == hn && pp <= hp
+                } else {
+                    pn <= hn
+                })
         }
         _ => false,
     }

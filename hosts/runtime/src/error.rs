@@ -70,7 +70,11 @@ impl fmt::Display for LoadError {
             LoadError::Compile { plugin, message } => {
                 write!(f, "cannot load plugin {plugin}: {message}")
             }
-            LoadError::AbiVersion { plugin, plugin_abi, host_abi } => write!(
+            LoadError::AbiVersion {
+                plugin,
+                plugin_abi,
+                host_abi,
+            } => write!(
                 f,
                 "plugin {plugin} targets Core QUIC ABI {plugin_abi}, but this host implements ABI {host_abi}"
             ),
@@ -87,7 +91,12 @@ impl fmt::Display for LoadError {
             LoadError::InvalidManifest { plugin, reason } => {
                 write!(f, "plugin {plugin} has an invalid manifest: {reason}")
             }
-            LoadError::DefineConflict { routine, param, first, second } => write!(
+            LoadError::DefineConflict {
+                routine,
+                param,
+                first,
+                second,
+            } => write!(
                 f,
                 "plugins {first} and {second} both DEFINE {} for {param:#x}",
                 routine.name()

@@ -206,7 +206,10 @@ impl HostConnection for MockConnection {
             (FieldId::Ssthresh, PluginVal::U64(v)) => self.ssthresh = Some(v),
             (FieldId::Ssthresh, PluginVal::None) => self.ssthresh = None,
             (id, _) => {
-                return Err(Error::InvalidArgument(format!("cannot write field {}", id.name())));
+                return Err(Error::InvalidArgument(format!(
+                    "cannot write field {}",
+                    id.name()
+                )));
             }
         }
         Ok(())
@@ -230,7 +233,8 @@ impl HostConnection for MockConnection {
     }
 
     fn log(&mut self, record: LogRecord) {
-        self.events.push(format!("log {}: {}", record.plugin, record.message));
+        self.events
+            .push(format!("log {}: {}", record.plugin, record.message));
         self.logs.push(record);
     }
 }
@@ -276,6 +280,8 @@ pub struct MockEndpoint {
     ack_pending: bool,
     /// Stream bytes this endpoint still has to send (offset, len) ranges.
     to_send: VecDeque<(u64, u64)>,
+    /// Stream bytes queued so far (the next offset).
+    stream_queued: u64,
     /// Bytes received on the stream, by offset.
     stream_in: Vec<u8>,
     stream_seen: BTreeSet<u64>,
@@ -311,6 +317,7 @@ impl MockEndpoint {
             received: BTreeSet::new(),
             ack_pending: false,
             to_send: VecDeque::new(),
+            stream_queued: 0,
             stream_in: Vec::new(),
             stream_seen: BTreeSet::new(),
             closed: None,
@@ -325,9 +332,10 @@ impl MockEndpoint {
         }
     }
 
-    /// Queue `len` bytes of the stream pattern for sending.
+    /// Queue `len` more bytes of the stream pattern for sending.
     pub fn send_stream(&mut self, len: u64) {
-        self.to_send.push_back((0, len));
+        self.to_send.push_back((self.stream_queued, len));
+        self.stream_queued += len;
     }
 
     /// The stream bytes received so far, in order, if they are contiguous.
@@ -339,12 +347,18 @@ impl MockEndpoint {
     /// bytes arrived.
     pub fn stream_complete(&self, len: u64) -> bool {
         self.stream_in.len() as u64 == len
-            && self.stream_in.iter().enumerate().all(|(i, b)| *b == stream_byte(i as u64))
+            && self
+                .stream_in
+                .iter()
+                .enumerate()
+                .all(|(i, b)| *b == stream_byte(i as u64))
     }
 
     fn close(&mut self, error_code: u64, reason: String) {
         if self.closed.is_none() {
-            self.conn.events.push(format!("close {error_code:#x}: {reason}"));
+            self.conn
+                .events
+                .push(format!("close {error_code:#x}: {reason}"));
             self.closed = Some(Closed { error_code, reason });
         }
     }
@@ -391,7 +405,8 @@ impl MockEndpoint {
         let mut ack_eliciting = false;
 
         let ctx = self.send_context(SendPosition::First, room as u64);
-        self.plugins.write_frames(&mut self.conn, ctx, &mut payload, &mut self.written);
+        self.plugins
+            .write_frames(&mut self.conn, ctx, &mut payload, &mut self.written);
 
         if self.ack_pending {
             self.encode_ack(&mut payload);
@@ -399,7 +414,8 @@ impl MockEndpoint {
         }
 
         let ctx = self.send_context(SendPosition::AfterAck, (room - payload.len()) as u64);
-        self.plugins.write_frames(&mut self.conn, ctx, &mut payload, &mut self.written);
+        self.plugins
+            .write_frames(&mut self.conn, ctx, &mut payload, &mut self.written);
 
         for frame in std::mem::take(&mut self.conn.queued) {
             match frame {
@@ -441,7 +457,8 @@ impl MockEndpoint {
         }
 
         let ctx = self.send_context(SendPosition::End, (room - payload.len()) as u64);
-        self.plugins.write_frames(&mut self.conn, ctx, &mut payload, &mut self.written);
+        self.plugins
+            .write_frames(&mut self.conn, ctx, &mut payload, &mut self.written);
 
         ack_eliciting |= self.written.iter().any(|w| w.ack_eliciting);
         let in_flight = ack_eliciting || self.written.iter().any(|w| w.in_flight);
@@ -454,7 +471,10 @@ impl MockEndpoint {
         datagram.extend_from_slice(&[0; TAG_LEN]);
         let size = datagram.len() as u64;
         for w in &self.written {
-            *self.plugin_frames_sent.entry(w.frame.frame_type).or_default() += 1;
+            *self
+                .plugin_frames_sent
+                .entry(w.frame.frame_type)
+                .or_default() += 1;
         }
         self.sent.insert(
             pn,
@@ -471,7 +491,10 @@ impl MockEndpoint {
             self.conn.bytes_in_flight += size;
         }
         self.track_in_flight();
-        self.datagrams.push(DatagramRecord { time: self.conn.now, size: datagram.len() });
+        self.datagrams.push(DatagramRecord {
+            time: self.conn.now,
+            size: datagram.len(),
+        });
         self.scratch = payload;
         self.check_close_request();
         Some(datagram)
@@ -492,7 +515,9 @@ impl MockEndpoint {
 
     fn encode_ack(&self, out: &mut Vec<u8>) {
         let ranges = self.ack_ranges();
-        let Some(&(_, largest)) = ranges.first() else { return };
+        let Some(&(_, largest)) = ranges.first() else {
+            return;
+        };
         out.push(0x02);
         put_varint(largest, out);
         put_varint(0, out);
@@ -556,7 +581,8 @@ impl MockEndpoint {
     }
 
     fn observed(&mut self, anchor: Anchor, frame: &Frame, ctx: RxContext) {
-        self.plugins.observe_frame(&mut self.conn, anchor, frame, ctx);
+        self.plugins
+            .observe_frame(&mut self.conn, anchor, frame, ctx);
     }
 
     fn recv_frame(
@@ -599,7 +625,11 @@ impl MockEndpoint {
             }
             0x08..=0x0f => {
                 let _id = get_varint(payload, pos).ok_or_else(short)?;
-                let off = if ty & 0x04 != 0 { get_varint(payload, pos).ok_or_else(short)? } else { 0 };
+                let off = if ty & 0x04 != 0 {
+                    get_varint(payload, pos).ok_or_else(short)?
+                } else {
+                    0
+                };
                 let len = if ty & 0x02 != 0 {
                     get_varint(payload, pos).ok_or_else(short)?
                 } else {
@@ -627,13 +657,18 @@ impl MockEndpoint {
                 } else {
                     let frame = Frame::PathResponse(data);
                     self.observed(Anchor::Before, &frame, ctx);
-                    self.conn.events.push(format!("processed PATH_RESPONSE {data:#x}"));
+                    self.conn
+                        .events
+                        .push(format!("processed PATH_RESPONSE {data:#x}"));
                     self.observed(Anchor::After, &frame, ctx);
                 }
             }
             0x1c | 0x1d => {
                 let code = get_varint(payload, pos).ok_or_else(short)?;
-                self.closed = Some(Closed { error_code: code, reason: "closed by peer".into() });
+                self.closed = Some(Closed {
+                    error_code: code,
+                    reason: "closed by peer".into(),
+                });
                 *pos = payload.len();
             }
             _ if self.plugins.parses_frame_type(ty) => {
@@ -654,8 +689,12 @@ impl MockEndpoint {
 
     fn on_ack(&mut self, ranges: &[(u64, u64)]) {
         self.acks_processed += 1;
-        let Some(&(_, largest)) = ranges.first() else { return };
-        self.conn.events.push(format!("processed ACK largest={largest}"));
+        let Some(&(_, largest)) = ranges.first() else {
+            return;
+        };
+        self.conn
+            .events
+            .push(format!("processed ACK largest={largest}"));
         let acked: Vec<u64> = self
             .sent
             .keys()
@@ -681,7 +720,9 @@ impl MockEndpoint {
                 }
                 for f in p.plugin_frames {
                     *self.plugin_frames_acked.entry(f.frame_type).or_default() += 1;
-                    let _ = self.plugins.notify_frame(&mut self.conn, f, FrameOutcome::Acked);
+                    let _ = self
+                        .plugins
+                        .notify_frame(&mut self.conn, f, FrameOutcome::Acked);
                 }
             }
         }
@@ -702,7 +743,9 @@ impl MockEndpoint {
                 }
                 for f in p.plugin_frames {
                     *self.plugin_frames_lost.entry(f.frame_type).or_default() += 1;
-                    let _ = self.plugins.notify_frame(&mut self.conn, f, FrameOutcome::Lost);
+                    let _ = self
+                        .plugins
+                        .notify_frame(&mut self.conn, f, FrameOutcome::Lost);
                 }
             }
         }
@@ -724,7 +767,12 @@ impl MockEndpoint {
     }
 
     fn pto_deadline(&self) -> Option<u64> {
-        let first = self.sent.values().filter(|p| p.ack_eliciting).map(|p| p.time).min()?;
+        let first = self
+            .sent
+            .values()
+            .filter(|p| p.ack_eliciting)
+            .map(|p| p.time)
+            .min()?;
         let pto = (self.conn.smoothed_rtt + 4 * self.conn.rttvar.max(MS) + 25 * MS)
             << self.conn.pto_count.min(10);
         Some(first + pto)
@@ -748,8 +796,12 @@ impl MockEndpoint {
         if self.pto_deadline().is_some_and(|d| d <= now) {
             // Mock PTO: every ack-eliciting packet in flight is lost.
             self.conn.pto_count += 1;
-            let lost: Vec<u64> =
-                self.sent.iter().filter(|(_, p)| p.ack_eliciting).map(|(pn, _)| *pn).collect();
+            let lost: Vec<u64> = self
+                .sent
+                .iter()
+                .filter(|(_, p)| p.ack_eliciting)
+                .map(|(pn, _)| *pn)
+                .collect();
             self.declare_lost(lost);
             self.conn.queued.push(Frame::Ping);
         }
@@ -805,12 +857,27 @@ impl MockPair {
     /// established. A decode error closes the receiving side with
     /// TRANSPORT_PARAMETER_ERROR.
     pub fn handshake(&mut self) {
-        let client_tps = self.client.plugins.transport_parameters(&mut self.client.conn);
-        let server_tps = self.server.plugins.transport_parameters(&mut self.server.conn);
-        for (ep, tps) in [(&mut self.server, client_tps), (&mut self.client, server_tps)] {
+        let client_tps = self
+            .client
+            .plugins
+            .transport_parameters(&mut self.client.conn);
+        let server_tps = self
+            .server
+            .plugins
+            .transport_parameters(&mut self.server.conn);
+        for (ep, tps) in [
+            (&mut self.server, client_tps),
+            (&mut self.client, server_tps),
+        ] {
             for (id, value) in tps {
-                if let Err(e) = ep.plugins.decode_transport_parameter(&mut ep.conn, id, &value) {
-                    ep.close(TRANSPORT_PARAMETER_ERROR, format!("transport parameter {id:#x}: {e}"));
+                if let Err(e) = ep
+                    .plugins
+                    .decode_transport_parameter(&mut ep.conn, id, &value)
+                {
+                    ep.close(
+                        TRANSPORT_PARAMETER_ERROR,
+                        format!("transport parameter {id:#x}: {e}"),
+                    );
                 }
             }
             ep.conn.established = true;
@@ -824,13 +891,21 @@ impl MockPair {
 
     fn flush(&mut self) {
         for from_client in [true, false] {
-            let ep = if from_client { &mut self.client } else { &mut self.server };
+            let ep = if from_client {
+                &mut self.client
+            } else {
+                &mut self.server
+            };
             // A cap keeps a misbehaving plugin from spinning the loop.
             for _ in 0..10_000 {
                 let Some(d) = ep.poll_transmit() else { break };
-                let dropped = self.drop_filter.as_mut().is_some_and(|f| f(from_client, &d));
+                let dropped = self
+                    .drop_filter
+                    .as_mut()
+                    .is_some_and(|f| f(from_client, &d));
                 if !dropped {
-                    self.in_transit.push_back((self.now + self.one_way_delay, from_client, d));
+                    self.in_transit
+                        .push_back((self.now + self.one_way_delay, from_client, d));
                 }
             }
         }
@@ -855,7 +930,11 @@ impl MockPair {
         self.server.conn.now = self.now;
         while self.in_transit.front().is_some_and(|t| t.0 <= self.now) {
             if let Some((_, from_client, d)) = self.in_transit.pop_front() {
-                let to = if from_client { &mut self.server } else { &mut self.client };
+                let to = if from_client {
+                    &mut self.server
+                } else {
+                    &mut self.client
+                };
                 to.recv(&d);
             }
         }
@@ -881,11 +960,15 @@ impl MockPair {
         }
     }
 
-    /// Serve `len` stream bytes from the server and run until the client
-    /// has them all (true) or `limit` passes (false).
+    /// Serve `len` more stream bytes from the server and run until the
+    /// client has the whole stream byte-exact (true) or the clock passes
+    /// `limit` from now (false).
     pub fn transfer(&mut self, len: u64, limit: u64) -> bool {
         self.server.send_stream(len);
-        self.run_until(limit, |p| p.client.stream_received().len() as u64 >= len)
-            && self.client.stream_complete(len)
+        let total = self.server.stream_queued;
+        let deadline = self.now + limit;
+        self.run_until(deadline, |p| {
+            p.client.stream_received().len() as u64 >= total
+        }) && self.client.stream_complete(total)
     }
 }

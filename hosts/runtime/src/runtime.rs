@@ -83,7 +83,11 @@ impl Grants {
 
     /// Nothing.
     pub fn none() -> Grants {
-        Grants { read: FieldSet::EMPTY, write: FieldSet::EMPTY, permissions: Vec::new() }
+        Grants {
+            read: FieldSet::EMPTY,
+            write: FieldSet::EMPTY,
+            permissions: Vec::new(),
+        }
     }
 
     /// Parse a grant list such as `read=all,write=congestion-window+ssthresh,perm=timers+logging`
@@ -197,7 +201,9 @@ impl Plugin {
 
 impl std::fmt::Debug for Plugin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Plugin").field("name", &self.info.name).finish()
+        f.debug_struct("Plugin")
+            .field("name", &self.info.name)
+            .finish()
     }
 }
 
@@ -250,7 +256,13 @@ impl Runtime {
                 }
             })
             .map_err(|e| format!("cannot start the epoch ticker: {e}"))?;
-        Ok(Runtime { engine, linker, config, capabilities, ticker_stop })
+        Ok(Runtime {
+            engine,
+            linker,
+            config,
+            capabilities,
+            ticker_stop,
+        })
     }
 
     /// The capabilities this runtime validates plugins against.
@@ -260,7 +272,11 @@ impl Runtime {
 
     /// Epoch ticks that make up one call's deadline.
     pub(crate) fn deadline_ticks(&self) -> u64 {
-        let tick = self.config.epoch_tick.max(Duration::from_micros(100)).as_nanos();
+        let tick = self
+            .config
+            .epoch_tick
+            .max(Duration::from_micros(100))
+            .as_nanos();
         self.config.call_deadline.as_nanos().div_ceil(tick).max(1) as u64
     }
 
@@ -281,10 +297,15 @@ impl Runtime {
         bytes: &[u8],
         grants: &Grants,
     ) -> Result<Arc<Plugin>, LoadError> {
-        let compile_err =
-            |e: wasmtime::Error| LoadError::Compile { plugin: origin.into(), message: e.to_string() };
+        let compile_err = |e: wasmtime::Error| LoadError::Compile {
+            plugin: origin.into(),
+            message: e.to_string(),
+        };
         let component = self.compile(bytes).map_err(compile_err)?;
-        let instance_pre = self.linker.instantiate_pre(&component).map_err(compile_err)?;
+        let instance_pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(compile_err)?;
         let pre = BindingsPre::new(instance_pre).map_err(compile_err)?;
 
         // Read the manifest from a throwaway instance; host calls are denied
@@ -297,7 +318,10 @@ impl Runtime {
             .and_then(|b| b.core_quic_plugin_routines().call_manifest(&mut store))
             .map_err(compile_err)?;
         let info = self.validate(manifest, grants)?;
-        Ok(Arc::new(Plugin { info: Arc::new(info), pre }))
+        Ok(Arc::new(Plugin {
+            info: Arc::new(info),
+            pre,
+        }))
     }
 
     fn compile(&self, bytes: &[u8]) -> wasmtime::Result<Component> {
@@ -305,7 +329,9 @@ impl Runtime {
             return Component::new(&self.engine, bytes);
         };
         let mut hasher = DefaultHasher::new();
-        self.engine.precompile_compatibility_hash().hash(&mut hasher);
+        self.engine
+            .precompile_compatibility_hash()
+            .hash(&mut hasher);
         bytes.hash(&mut hasher);
         let path = dir.join(format!("{:016x}.cwasm", hasher.finish()));
         if path.exists() {
@@ -373,7 +399,10 @@ impl Runtime {
             }
         }
         if !missing.is_empty() {
-            return Err(LoadError::Unsupported { plugin: name, missing });
+            return Err(LoadError::Unsupported {
+                plugin: name,
+                missing,
+            });
         }
 
         let mut not_granted = Vec::new();
@@ -393,7 +422,10 @@ impl Runtime {
             }
         }
         if !not_granted.is_empty() {
-            return Err(LoadError::NotGranted { plugin: name, missing: not_granted });
+            return Err(LoadError::NotGranted {
+                plugin: name,
+                missing: not_granted,
+            });
         }
 
         let defines_protocol = manifest

@@ -100,7 +100,7 @@ fn classify(err: &wasmtime::Error) -> FaultKind {
         }
     }
     let text = format!("{err:?}");
-    if text.contains("forcing a memory growth failure") || text.contains("memory growth") {
+    if text.contains("growing memory") || text.contains("memory growth") {
         FaultKind::Memory
     } else {
         FaultKind::Trap
@@ -113,10 +113,12 @@ impl PluginSet {
         let mut routes: Vec<Route> = Vec::new();
         for (idx, plugin) in plugins.iter().enumerate() {
             for b in &plugin.info.manifest.bindings {
-                let rid = *route_index.entry((b.routine as u8, b.param)).or_insert_with(|| {
-                    routes.push(Route::default());
-                    routes.len() - 1
-                });
+                let rid = *route_index
+                    .entry((b.routine as u8, b.param))
+                    .or_insert_with(|| {
+                        routes.push(Route::default());
+                        routes.len() - 1
+                    });
                 let route = &mut routes[rid];
                 match b.anchor {
                     Anchor::Define => match route.define {
@@ -142,9 +144,15 @@ impl PluginSet {
             let state = PluginState::new(&runtime.config, Some(plugin.info.clone()), idx);
             let mut store = Store::new(&runtime.engine, state);
             store.limiter(|s| &mut s.limits);
-            let bindings = plugin.pre.instantiate(&mut store).map_err(|e| {
-                LoadError::Instantiate { plugin: plugin.info.name.clone(), message: e.to_string() }
-            })?;
+            store.set_epoch_deadline(runtime.deadline_ticks());
+            let bindings =
+                plugin
+                    .pre
+                    .instantiate(&mut store)
+                    .map_err(|e| LoadError::Instantiate {
+                        plugin: plugin.info.name.clone(),
+                        message: e.to_string(),
+                    })?;
             slots.push(Slot {
                 info: plugin.info.clone(),
                 live: Some(Box::new(Live { store, bindings })),
@@ -176,7 +184,11 @@ impl PluginSet {
         let Some(mut live) = self.slots[idx].live.take() else {
             return Err(CallFailure::Unavailable);
         };
-        let scope = Scope { conn: erase(conn), set: self as *mut PluginSet, anchor };
+        let scope = Scope {
+            conn: erase(conn),
+            set: self as *mut PluginSet,
+            anchor,
+        };
         live.store.data_mut().scope = Some(scope);
         live.store.set_epoch_deadline(self.deadline_ticks);
         let result = f(&live.bindings, &mut live.store);
@@ -229,7 +241,11 @@ impl PluginSet {
         conn: &mut dyn HostConnection,
         routine: Routine,
         param: u64,
-        mut f: impl FnMut(&Bindings, &mut Store<PluginState>, Anchor) -> wasmtime::Result<Result<R, Error>>,
+        mut f: impl FnMut(
+            &Bindings,
+            &mut Store<PluginState>,
+            Anchor,
+        ) -> wasmtime::Result<Result<R, Error>>,
     ) -> Result<R, RoutineError> {
         let Some(&rid) = self.route_index.get(&(routine as u8, param)) else {
             return Err(RoutineError::NotBound);
@@ -258,7 +274,11 @@ impl PluginSet {
         rid: usize,
         routine: Routine,
         anchor: Anchor,
-        f: &mut impl FnMut(&Bindings, &mut Store<PluginState>, Anchor) -> wasmtime::Result<Result<R, Error>>,
+        f: &mut impl FnMut(
+            &Bindings,
+            &mut Store<PluginState>,
+            Anchor,
+        ) -> wasmtime::Result<Result<R, Error>>,
     ) {
         let count = match anchor {
             Anchor::Before => self.routes[rid].before.len(),
@@ -316,18 +336,25 @@ impl PluginSet {
         }
         let mut out = Vec::new();
         for id in ids {
-            let r = self.run(conn, Routine::WriteTransportParameter, id, |b, s, anchor| {
-                let data = s.data_mut();
-                data.out.clear();
-                data.out_capacity = MAX_TRANSPORT_PARAMETER_LEN;
-                let r = b.core_quic_plugin_routines().call_write_transport_parameter(
-                    &mut *s,
-                    anchor,
-                    id,
-                    Resource::<OutBufRep>::new_borrow(0),
-                )?;
-                Ok(r.map(|()| std::mem::take(&mut s.data_mut().out)))
-            });
+            let r = self.run(
+                conn,
+                Routine::WriteTransportParameter,
+                id,
+                |b, s, anchor| {
+                    let data = s.data_mut();
+                    data.out.clear();
+                    data.out_capacity = MAX_TRANSPORT_PARAMETER_LEN;
+                    let r = b
+                        .core_quic_plugin_routines()
+                        .call_write_transport_parameter(
+                            &mut *s,
+                            anchor,
+                            id,
+                            Resource::<OutBufRep>::new_borrow(0),
+                        )?;
+                    Ok(r.map(|()| std::mem::take(&mut s.data_mut().out)))
+                },
+            );
             if let Ok(value) = r {
                 out.push((id, value));
             }
@@ -344,17 +371,23 @@ impl PluginSet {
         id: u64,
         value: &[u8],
     ) -> Result<bool, RoutineError> {
-        let r = self.run(conn, Routine::DecodeTransportParameter, id, |b, s, anchor| {
-            let data = s.data_mut();
-            data.input.clear();
-            data.input.extend_from_slice(value);
-            b.core_quic_plugin_routines().call_decode_transport_parameter(
-                &mut *s,
-                anchor,
-                id,
-                Resource::<InBufRep>::new_borrow(0),
-            )
-        });
+        let r = self.run(
+            conn,
+            Routine::DecodeTransportParameter,
+            id,
+            |b, s, anchor| {
+                let data = s.data_mut();
+                data.input.clear();
+                data.input.extend_from_slice(value);
+                b.core_quic_plugin_routines()
+                    .call_decode_transport_parameter(
+                        &mut *s,
+                        anchor,
+                        id,
+                        Resource::<InBufRep>::new_borrow(0),
+                    )
+            },
+        );
         match r {
             Ok(()) => Ok(true),
             Err(RoutineError::NotBound) => Ok(false),
@@ -363,13 +396,21 @@ impl PluginSet {
     }
 
     /// The frame registrations of enabled plugins at `position`, in load order.
-    pub fn registrations(&self, position: SendPosition) -> impl Iterator<Item = FrameRegistration> + '_ {
+    pub fn registrations(
+        &self,
+        position: SendPosition,
+    ) -> impl Iterator<Item = FrameRegistration> + '_ {
         self.slots
             .iter()
             .filter_map(|s| s.live.as_ref())
             .filter(|l| l.store.data().enabled)
             .flat_map(move |l| {
-                l.store.data().frames.iter().copied().filter(move |r| r.position == position)
+                l.store
+                    .data()
+                    .frames
+                    .iter()
+                    .copied()
+                    .filter(move |r| r.position == position)
             })
     }
 
@@ -378,12 +419,24 @@ impl PluginSet {
     /// decide whether to build a packet at all; frames that are not
     /// ack-eliciting only ride on packets the host sends anyway.
     pub fn wants_to_send(&mut self, conn: &mut dyn HostConnection, ctx: SendContext) -> bool {
-        let types: Vec<(u64, SendPosition)> = [SendPosition::First, SendPosition::AfterAck, SendPosition::End]
-            .into_iter()
-            .flat_map(|p| self.registrations(p).filter(|r| r.ack_eliciting).map(move |r| (r.frame_type, p)).collect::<Vec<_>>())
-            .collect();
+        let types: Vec<(u64, SendPosition)> = [
+            SendPosition::First,
+            SendPosition::AfterAck,
+            SendPosition::End,
+        ]
+        .into_iter()
+        .flat_map(|p| {
+            self.registrations(p)
+                .filter(|r| r.ack_eliciting)
+                .map(move |r| (r.frame_type, p))
+                .collect::<Vec<_>>()
+        })
+        .collect();
         types.into_iter().any(|(ty, position)| {
-            matches!(self.should_send_frame(conn, ty, SendContext { position, ..ctx }), Ok(true))
+            matches!(
+                self.should_send_frame(conn, ty, SendContext { position, ..ctx }),
+                Ok(true)
+            )
         })
     }
 
@@ -394,9 +447,15 @@ impl PluginSet {
         frame_type: u64,
         ctx: SendContext,
     ) -> Result<bool, RoutineError> {
-        self.run(conn, Routine::ShouldSendFrame, frame_type, |b, s, anchor| {
-            b.core_quic_plugin_routines().call_should_send_frame(s, anchor, frame_type, ctx)
-        })
+        self.run(
+            conn,
+            Routine::ShouldSendFrame,
+            frame_type,
+            |b, s, anchor| {
+                b.core_quic_plugin_routines()
+                    .call_should_send_frame(s, anchor, frame_type, ctx)
+            },
+        )
     }
 
     /// Routine `prepare-frame`.
@@ -407,7 +466,8 @@ impl PluginSet {
         ctx: SendContext,
     ) -> Result<Option<ExtFrame>, RoutineError> {
         self.run(conn, Routine::PrepareFrame, frame_type, |b, s, anchor| {
-            b.core_quic_plugin_routines().call_prepare_frame(s, anchor, frame_type, ctx)
+            b.core_quic_plugin_routines()
+                .call_prepare_frame(s, anchor, frame_type, ctx)
         })
     }
 
@@ -417,9 +477,15 @@ impl PluginSet {
         conn: &mut dyn HostConnection,
         frame: ExtFrame,
     ) -> Result<u64, RoutineError> {
-        self.run(conn, Routine::FrameWireLen, frame.frame_type, |b, s, anchor| {
-            b.core_quic_plugin_routines().call_frame_wire_len(s, anchor, frame)
-        })
+        self.run(
+            conn,
+            Routine::FrameWireLen,
+            frame.frame_type,
+            |b, s, anchor| {
+                b.core_quic_plugin_routines()
+                    .call_frame_wire_len(s, anchor, frame)
+            },
+        )
     }
 
     /// Routine `write-frame`: appends exactly `len` bytes to `out`, or
@@ -431,21 +497,26 @@ impl PluginSet {
         len: usize,
         out: &mut Vec<u8>,
     ) -> Result<(), RoutineError> {
-        let written = self.run(conn, Routine::WriteFrame, frame.frame_type, |b, s, anchor| {
-            let data = s.data_mut();
-            data.out.clear();
-            data.out_capacity = len;
-            let r = b.core_quic_plugin_routines().call_write_frame(
-                &mut *s,
-                anchor,
-                frame,
-                Resource::<OutBufRep>::new_borrow(0),
-            )?;
-            if anchor == Anchor::Define && r.is_ok() {
-                out.extend_from_slice(&s.data().out);
-            }
-            Ok(r.map(|()| s.data().out.len()))
-        });
+        let written = self.run(
+            conn,
+            Routine::WriteFrame,
+            frame.frame_type,
+            |b, s, anchor| {
+                let data = s.data_mut();
+                data.out.clear();
+                data.out_capacity = len;
+                let r = b.core_quic_plugin_routines().call_write_frame(
+                    &mut *s,
+                    anchor,
+                    frame,
+                    Resource::<OutBufRep>::new_borrow(0),
+                )?;
+                if anchor == Anchor::Define && r.is_ok() {
+                    out.extend_from_slice(&s.data().out);
+                }
+                Ok(r.map(|()| s.data().out.len()))
+            },
+        );
         match written {
             Ok(n) if n == len => Ok(()),
             Ok(n) => {
@@ -465,9 +536,15 @@ impl PluginSet {
         frame: ExtFrame,
         ctx: SendContext,
     ) -> Result<(), RoutineError> {
-        self.run(conn, Routine::OnFrameReserved, frame.frame_type, |b, s, anchor| {
-            b.core_quic_plugin_routines().call_on_frame_reserved(s, anchor, frame, ctx)
-        })
+        self.run(
+            conn,
+            Routine::OnFrameReserved,
+            frame.frame_type,
+            |b, s, anchor| {
+                b.core_quic_plugin_routines()
+                    .call_on_frame_reserved(s, anchor, frame, ctx)
+            },
+        )
     }
 
     /// Algorithm 1 of the Core QUIC paper for one send position: for every
@@ -489,7 +566,9 @@ impl PluginSet {
             if !matches!(self.should_send_frame(conn, ty, ctx), Ok(true)) {
                 continue;
             }
-            let Ok(Some(frame)) = self.prepare_frame(conn, ty, ctx) else { continue };
+            let Ok(Some(frame)) = self.prepare_frame(conn, ty, ctx) else {
+                continue;
+            };
             let len = match self.frame_wire_len(conn, frame) {
                 Ok(len) if len <= ctx.room && len > 0 => len as usize,
                 _ => continue,
@@ -516,9 +595,15 @@ impl PluginSet {
         frame: ExtFrame,
         outcome: FrameOutcome,
     ) -> Result<(), RoutineError> {
-        self.run(conn, Routine::NotifyFrame, frame.frame_type, |b, s, anchor| {
-            b.core_quic_plugin_routines().call_notify_frame(s, anchor, frame, outcome)
-        })
+        self.run(
+            conn,
+            Routine::NotifyFrame,
+            frame.frame_type,
+            |b, s, anchor| {
+                b.core_quic_plugin_routines()
+                    .call_notify_frame(s, anchor, frame, outcome)
+            },
+        )
     }
 
     /// Whether an enabled plugin DEFINEs `parse-frame` for this frame type.
@@ -531,10 +616,15 @@ impl PluginSet {
 
     /// Whether any enabled plugin observes (BEFORE/AFTER) `process-frame` of this type.
     pub fn observes_frame_type(&self, frame_type: u64) -> bool {
-        self.route_index.get(&(Routine::ProcessFrame as u8, frame_type)).is_some_and(|&rid| {
-            let r = &self.routes[rid];
-            r.before.iter().chain(&r.after).any(|&idx| self.usable(idx, Routine::ProcessFrame))
-        })
+        self.route_index
+            .get(&(Routine::ProcessFrame as u8, frame_type))
+            .is_some_and(|&rid| {
+                let r = &self.routes[rid];
+                r.before
+                    .iter()
+                    .chain(&r.after)
+                    .any(|&idx| self.usable(idx, Routine::ProcessFrame))
+            })
     }
 
     /// Routine `parse-frame`; `payload` starts right after the frame type.
@@ -578,9 +668,15 @@ impl PluginSet {
         frame: &Frame,
         ctx: RxContext,
     ) -> Result<(), RoutineError> {
-        self.run(conn, Routine::ProcessFrame, frame.frame_type(), |b, s, anchor| {
-            b.core_quic_plugin_routines().call_process_frame(s, anchor, frame, ctx)
-        })
+        self.run(
+            conn,
+            Routine::ProcessFrame,
+            frame.frame_type(),
+            |b, s, anchor| {
+                b.core_quic_plugin_routines()
+                    .call_process_frame(s, anchor, frame, ctx)
+            },
+        )
     }
 
     /// Run the BEFORE or AFTER observers of `process-frame` for a standard
@@ -592,20 +688,30 @@ impl PluginSet {
         frame: &Frame,
         ctx: RxContext,
     ) {
-        let Some(&rid) = self.route_index.get(&(Routine::ProcessFrame as u8, frame.frame_type())) else {
+        let Some(&rid) = self
+            .route_index
+            .get(&(Routine::ProcessFrame as u8, frame.frame_type()))
+        else {
             return;
         };
         let mut f = |b: &Bindings, s: &mut Store<PluginState>, anchor| {
-            b.core_quic_plugin_routines().call_process_frame(s, anchor, frame, ctx)
+            b.core_quic_plugin_routines()
+                .call_process_frame(s, anchor, frame, ctx)
         };
         self.observe(conn, rid, Routine::ProcessFrame, anchor, &mut f);
     }
 
     /// Routine `log-frame`: a description of the frame, if a plugin gives one.
     pub fn log_frame(&mut self, conn: &mut dyn HostConnection, frame: &Frame) -> Option<String> {
-        self.run(conn, Routine::LogFrame, frame.frame_type(), |b, s, anchor| {
-            b.core_quic_plugin_routines().call_log_frame(s, anchor, frame)
-        })
+        self.run(
+            conn,
+            Routine::LogFrame,
+            frame.frame_type(),
+            |b, s, anchor| {
+                b.core_quic_plugin_routines()
+                    .call_log_frame(s, anchor, frame)
+            },
+        )
         .ok()
     }
 
@@ -633,7 +739,8 @@ impl PluginSet {
                     None => break,
                 };
                 let _ = self.invoke(conn, idx, Anchor::Define, "on-plugin-timeout", |b, s| {
-                    b.core_quic_plugin_routines().call_on_plugin_timeout(s, due, now)
+                    b.core_quic_plugin_routines()
+                        .call_on_plugin_timeout(s, due, now)
                 });
             }
         }
@@ -647,7 +754,8 @@ impl PluginSet {
         args: &[PluginVal],
     ) -> Result<Vec<PluginVal>, RoutineError> {
         self.run(conn, Routine::PluginControl, id, |b, s, _| {
-            b.core_quic_plugin_routines().call_plugin_control(s, id, args)
+            b.core_quic_plugin_routines()
+                .call_plugin_control(s, id, args)
         })
     }
 
@@ -663,13 +771,16 @@ impl PluginSet {
             .get(&(Routine::PluginControl as u8, id))
             .and_then(|&rid| self.routes[rid].define)
         else {
-            return Err(Error::NotFound(format!("no plugin defines plugin-control {id:#x}")));
+            return Err(Error::NotFound(format!(
+                "no plugin defines plugin-control {id:#x}"
+            )));
         };
         if let Some(fault) = &self.slots[idx].removed {
             return Err(Error::Failed(format!("the callee was removed: {fault}")));
         }
         match self.invoke(conn, idx, Anchor::Define, "plugin-control", |b, s| {
-            b.core_quic_plugin_routines().call_plugin_control(s, id, args)
+            b.core_quic_plugin_routines()
+                .call_plugin_control(s, id, args)
         }) {
             Ok(r) => Ok(r),
             Err(CallFailure::Unavailable) => Err(Error::Failed("plugin busy".into())),
@@ -694,9 +805,9 @@ impl PluginSet {
 
     /// Whether the plugin named `name` is loaded, not removed, and enabled.
     pub fn is_enabled(&self, name: &str) -> bool {
-        self.slots.iter().any(|s| {
-            s.info.name == name && s.live.as_ref().is_some_and(|l| l.store.data().enabled)
-        })
+        self.slots
+            .iter()
+            .any(|s| s.info.name == name && s.live.as_ref().is_some_and(|l| l.store.data().enabled))
     }
 
     /// Per-plugin counters.

@@ -6,8 +6,7 @@
 //! permission or field. A failed check returns `error::denied` and is counted.
 
 use crate::abi::{
-    Anchor, Error, FieldRef, Frame, FrameRegistration, LogLevel, Permission, PluginVal,
-    host_api,
+    Anchor, Error, FieldRef, Frame, FrameRegistration, LogLevel, Permission, PluginVal, host_api,
 };
 use crate::config::{MAX_LOG_MESSAGE, MAX_RANDOM_BYTES, RuntimeConfig};
 use crate::host::{HostConnection, LogRecord};
@@ -128,7 +127,10 @@ impl PluginState {
 
     fn read_field(&mut self, scope: Scope, field: FieldRef) -> Result<PluginVal, Error> {
         Self::check_field_ref(&field)?;
-        let allowed = self.info.as_ref().is_some_and(|i| i.reads.contains(field.id));
+        let allowed = self
+            .info
+            .as_ref()
+            .is_some_and(|i| i.reads.contains(field.id));
         if !allowed {
             return Err(self.deny(format!("read of field {} was not granted", field.id.name())));
         }
@@ -197,15 +199,24 @@ impl host_api::Host for PluginState {
 
     fn get_fields(&mut self, fields: Vec<FieldRef>) -> Result<Vec<PluginVal>, Error> {
         let scope = self.scope("get-fields", false)?;
-        fields.into_iter().map(|f| self.read_field(scope, f)).collect()
+        fields
+            .into_iter()
+            .map(|f| self.read_field(scope, f))
+            .collect()
     }
 
     fn set_field(&mut self, field: FieldRef, value: PluginVal) -> Result<(), Error> {
         let scope = self.scope("set-field", true)?;
         Self::check_field_ref(&field)?;
-        let allowed = self.info.as_ref().is_some_and(|i| i.writes.contains(field.id));
+        let allowed = self
+            .info
+            .as_ref()
+            .is_some_and(|i| i.writes.contains(field.id));
         if !allowed {
-            return Err(self.deny(format!("write of field {} was not granted", field.id.name())));
+            return Err(self.deny(format!(
+                "write of field {} was not granted",
+                field.id.name()
+            )));
         }
         if !field.id.accepts(&value) {
             return Err(Error::InvalidArgument(format!(
@@ -223,7 +234,8 @@ impl host_api::Host for PluginState {
         if registration.frame_type >= 1 << 62 {
             return Err(Error::InvalidArgument("frame type exceeds 2^62 - 1".into()));
         }
-        self.frames.retain(|r| r.frame_type != registration.frame_type);
+        self.frames
+            .retain(|r| r.frame_type != registration.frame_type);
         self.frames.push(registration);
         Ok(())
     }
@@ -232,7 +244,9 @@ impl host_api::Host for PluginState {
         let scope = self.scope("register-transport-parameter", true)?;
         self.permit("register-transport-parameter", Permission::Registration)?;
         if id >= 1 << 62 {
-            return Err(Error::InvalidArgument("transport parameter id exceeds 2^62 - 1".into()));
+            return Err(Error::InvalidArgument(
+                "transport parameter id exceeds 2^62 - 1".into(),
+            ));
         }
         // SAFETY: see `Scope`; only other plugins' (inactive) stores are read.
         if let Some(owner) = unsafe { &*scope.set }.transport_parameter_owner(id, self.index) {
@@ -317,9 +331,18 @@ impl host_api::Host for PluginState {
             }
             message.truncate(cut);
         }
-        let plugin = self.info.as_ref().map(|i| i.name.clone()).unwrap_or_default();
+        let plugin = self
+            .info
+            .as_ref()
+            .map(|i| i.name.clone())
+            .unwrap_or_default();
         // SAFETY: see `Scope`.
-        unsafe { &mut *scope.conn }.log(LogRecord { plugin, level, message, fields });
+        unsafe { &mut *scope.conn }.log(LogRecord {
+            plugin,
+            level,
+            message,
+            fields,
+        });
         Ok(())
     }
 

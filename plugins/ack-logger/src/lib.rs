@@ -31,12 +31,17 @@ impl Plugin for AckLogger {
     }
 
     fn process_frame(&mut self, _: Anchor, frame: Frame, ctx: RxContext) -> Result<()> {
-        let Frame::Ack(ack) = frame else { return Ok(()) };
+        let Frame::Ack(ack) = frame else {
+            return Ok(());
+        };
         host::log(
             LogLevel::Info,
             "ack processed",
             &[
-                ("largest-acknowledged", PluginVal::U64(ack.largest_acknowledged)),
+                (
+                    "largest-acknowledged",
+                    PluginVal::U64(ack.largest_acknowledged),
+                ),
                 ("ack-delay", PluginVal::Duration(ack.ack_delay)),
                 ("ranges", PluginVal::U64(ack.ranges.len() as u64)),
                 ("packet-number", PluginVal::U64(ctx.packet_number)),

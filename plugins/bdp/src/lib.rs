@@ -73,7 +73,10 @@ impl Plugin for Bdp {
     }
 
     fn prepare_frame(&mut self, _: Anchor, _: u64, _: SendContext) -> Result<Option<ExtFrame>> {
-        Ok(self.to_send.map(|w| ExtFrame { frame_type: FRAME_BDP, tag: w }))
+        Ok(self.to_send.map(|w| ExtFrame {
+            frame_type: FRAME_BDP,
+            tag: w,
+        }))
     }
 
     fn frame_wire_len(&mut self, _: Anchor, _: ExtFrame) -> Result<u64> {
@@ -105,13 +108,18 @@ impl Plugin for Bdp {
         let mut value = [0u8; 8];
         value.copy_from_slice(&bytes);
         Ok(ParsedFrame {
-            frame: ExtFrame { frame_type: FRAME_BDP, tag: u64::from_be_bytes(value) },
+            frame: ExtFrame {
+                frame_type: FRAME_BDP,
+                tag: u64::from_be_bytes(value),
+            },
             consumed: 8,
         })
     }
 
     fn process_frame(&mut self, _: Anchor, frame: Frame, _: RxContext) -> Result<()> {
-        let Frame::Extension(ExtFrame { tag: window, .. }) = frame else { return Ok(()) };
+        let Frame::Extension(ExtFrame { tag: window, .. }) = frame else {
+            return Ok(());
+        };
         if !self.is_server {
             return Ok(());
         }
@@ -124,7 +132,11 @@ impl Plugin for Bdp {
         }
         host::set(FieldId::CongestionWindow, PluginVal::U64(window))?;
         host::set(FieldId::Ssthresh, PluginVal::U64(window))?;
-        host::log(LogLevel::Info, "congestion window resumed", &[("window", PluginVal::U64(window))])
+        host::log(
+            LogLevel::Info,
+            "congestion window resumed",
+            &[("window", PluginVal::U64(window))],
+        )
     }
 
     fn log_frame(&mut self, _: Anchor, frame: Frame) -> Result<String> {

@@ -28,7 +28,12 @@ struct Dummy {
 
 impl Default for Dummy {
     fn default() -> Self {
-        Dummy { in_flight: false, counter: 0, received: 0, padding_on: true }
+        Dummy {
+            in_flight: false,
+            counter: 0,
+            received: 0,
+            padding_on: true,
+        }
     }
 }
 
@@ -66,7 +71,10 @@ impl Plugin for Dummy {
     }
 
     fn prepare_frame(&mut self, _: Anchor, _: u64, _: SendContext) -> Result<Option<ExtFrame>> {
-        Ok(Some(ExtFrame { frame_type: FRAME_DUMMY, tag: u64::from(self.counter) }))
+        Ok(Some(ExtFrame {
+            frame_type: FRAME_DUMMY,
+            tag: u64::from(self.counter),
+        }))
     }
 
     fn frame_wire_len(&mut self, _: Anchor, _: ExtFrame) -> Result<u64> {
@@ -95,7 +103,10 @@ impl Plugin for Dummy {
     fn parse_frame(&mut self, _: Anchor, _: u64, payload: &InBuf) -> Result<ParsedFrame> {
         let counter = payload.read(0, 1)?[0];
         Ok(ParsedFrame {
-            frame: ExtFrame { frame_type: FRAME_DUMMY, tag: u64::from(counter) },
+            frame: ExtFrame {
+                frame_type: FRAME_DUMMY,
+                tag: u64::from(counter),
+            },
             consumed: 1,
         })
     }
@@ -110,7 +121,10 @@ impl Plugin for Dummy {
             Ok(_) => host::log(
                 LogLevel::Info,
                 "padding toggled",
-                &[("padding", PluginVal::Bool(self.padding_on)), ("received", PluginVal::U64(self.received))],
+                &[
+                    ("padding", PluginVal::Bool(self.padding_on)),
+                    ("received", PluginVal::U64(self.received)),
+                ],
             ),
             Err(e) => host::log(
                 LogLevel::Info,

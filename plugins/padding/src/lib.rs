@@ -44,7 +44,9 @@ impl Plugin for Padding {
             Routine::OnFrameReserved,
         ];
         send.into_iter()
-            .fold(Manifest::new("padding", "0.1.0"), |m, r| m.bind(r, Anchor::Define, PADDING))
+            .fold(Manifest::new("padding", "0.1.0"), |m, r| {
+                m.bind(r, Anchor::Define, PADDING)
+            })
             .control(CONTROL_TOGGLE)
             .writes(&[FieldId::SendingHalted])
             .permission(Permission::Registration)
@@ -70,7 +72,10 @@ impl Plugin for Padding {
 
     fn prepare_frame(&mut self, _: Anchor, _: u64, ctx: SendContext) -> Result<Option<ExtFrame>> {
         // The tag carries the number of padding bytes: all the room left.
-        Ok(Some(ExtFrame { frame_type: PADDING, tag: ctx.room }))
+        Ok(Some(ExtFrame {
+            frame_type: PADDING,
+            tag: ctx.room,
+        }))
     }
 
     fn frame_wire_len(&mut self, _: Anchor, frame: ExtFrame) -> Result<u64> {

@@ -4,16 +4,24 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use crate::bindings::core_quic::plugin::host as raw;
-use crate::{Error, FieldId, FieldRef, Frame, FrameRegistration, LogLevel, PluginVal, PnSpace, Result};
+use crate::{
+    Error, FieldId, FieldRef, Frame, FrameRegistration, LogLevel, PluginVal, PnSpace, Result,
+};
 
 /// Read a connection-wide field.
 pub fn get(field: FieldId) -> Result<PluginVal> {
-    raw::get_field(FieldRef { id: field, space: None })
+    raw::get_field(FieldRef {
+        id: field,
+        space: None,
+    })
 }
 
 /// Read a per-space field.
 pub fn get_in(space: PnSpace, field: FieldId) -> Result<PluginVal> {
-    raw::get_field(FieldRef { id: field, space: Some(space) })
+    raw::get_field(FieldRef {
+        id: field,
+        space: Some(space),
+    })
 }
 
 /// Read several fields in one host call.
@@ -25,7 +33,9 @@ pub fn get_many(fields: &[FieldRef]) -> Result<Vec<PluginVal>> {
 pub fn get_u64(field: FieldId) -> Result<u64> {
     match get(field)? {
         PluginVal::U64(v) => Ok(v),
-        _ => Err(Error::InvalidArgument(String::from("the field is not a u64"))),
+        _ => Err(Error::InvalidArgument(String::from(
+            "the field is not a u64",
+        ))),
     }
 }
 
@@ -33,13 +43,21 @@ pub fn get_u64(field: FieldId) -> Result<u64> {
 pub fn get_duration(field: FieldId) -> Result<u64> {
     match get(field)? {
         PluginVal::Duration(v) => Ok(v),
-        _ => Err(Error::InvalidArgument(String::from("the field is not a duration"))),
+        _ => Err(Error::InvalidArgument(String::from(
+            "the field is not a duration",
+        ))),
     }
 }
 
 /// Write a connection-wide field.
 pub fn set(field: FieldId, value: PluginVal) -> Result<()> {
-    raw::set_field(FieldRef { id: field, space: None }, &value)
+    raw::set_field(
+        FieldRef {
+            id: field,
+            space: None,
+        },
+        &value,
+    )
 }
 
 /// Offer frames of this type to the send routines.
@@ -87,8 +105,10 @@ pub fn random_u64() -> Result<u64> {
 
 /// A structured log record.
 pub fn log(level: LogLevel, message: &str, fields: &[(&str, PluginVal)]) -> Result<()> {
-    let fields: Vec<(String, PluginVal)> =
-        fields.iter().map(|(k, v)| (String::from(*k), v.clone())).collect();
+    let fields: Vec<(String, PluginVal)> = fields
+        .iter()
+        .map(|(k, v)| (String::from(*k), v.clone()))
+        .collect();
     raw::log(level, message, &fields)
 }
 

@@ -65,8 +65,8 @@ pub type Result<T> = core::result::Result<T, Error>;
 pub const ABI_VERSION: &str = "0.1.0";
 
 pub mod host;
-pub mod text;
 mod manifest;
+pub mod text;
 pub mod varint;
 
 pub use manifest::Manifest;
@@ -107,7 +107,12 @@ pub trait Plugin: Default + 'static {
 
     /// Whether to send a frame of `frame_type` in the packet `ctx` describes.
     /// Must have no side effects (hosts may ask more than once).
-    fn should_send_frame(&mut self, anchor: Anchor, frame_type: u64, ctx: SendContext) -> Result<bool> {
+    fn should_send_frame(
+        &mut self,
+        anchor: Anchor,
+        frame_type: u64,
+        ctx: SendContext,
+    ) -> Result<bool> {
         not_implemented("should-send-frame")
     }
 
@@ -132,17 +137,32 @@ pub trait Plugin: Default + 'static {
     }
 
     /// The frame is part of packet `ctx.packet_number`.
-    fn on_frame_reserved(&mut self, anchor: Anchor, frame: ExtFrame, ctx: SendContext) -> Result<()> {
+    fn on_frame_reserved(
+        &mut self,
+        anchor: Anchor,
+        frame: ExtFrame,
+        ctx: SendContext,
+    ) -> Result<()> {
         not_implemented("on-frame-reserved")
     }
 
     /// The frame was acknowledged or lost.
-    fn notify_frame(&mut self, anchor: Anchor, frame: ExtFrame, outcome: FrameOutcome) -> Result<()> {
+    fn notify_frame(
+        &mut self,
+        anchor: Anchor,
+        frame: ExtFrame,
+        outcome: FrameOutcome,
+    ) -> Result<()> {
         not_implemented("notify-frame")
     }
 
     /// Parse a received frame; `payload` starts after the type.
-    fn parse_frame(&mut self, anchor: Anchor, frame_type: u64, payload: &InBuf) -> Result<ParsedFrame> {
+    fn parse_frame(
+        &mut self,
+        anchor: Anchor,
+        frame_type: u64,
+        payload: &InBuf,
+    ) -> Result<ParsedFrame> {
         not_implemented("parse-frame")
     }
 
@@ -182,7 +202,10 @@ unsafe impl<T> Sync for InstanceCell<T> {}
 impl<T: Default> InstanceCell<T> {
     #[doc(hidden)]
     pub const fn new() -> Self {
-        InstanceCell { value: UnsafeCell::new(None), busy: Cell::new(false) }
+        InstanceCell {
+            value: UnsafeCell::new(None),
+            busy: Cell::new(false),
+        }
     }
 
     #[doc(hidden)]
@@ -226,7 +249,11 @@ impl<P: Instance> bindings::exports::core_quic::plugin::routines::Guest for Adap
     fn should_send_frame(anchor: Anchor, frame_type: u64, ctx: SendContext) -> Result<bool> {
         P::with(|p| p.should_send_frame(anchor, frame_type, ctx))
     }
-    fn prepare_frame(anchor: Anchor, frame_type: u64, ctx: SendContext) -> Result<Option<ExtFrame>> {
+    fn prepare_frame(
+        anchor: Anchor,
+        frame_type: u64,
+        ctx: SendContext,
+    ) -> Result<Option<ExtFrame>> {
         P::with(|p| p.prepare_frame(anchor, frame_type, ctx))
     }
     fn frame_wire_len(anchor: Anchor, frame: ExtFrame) -> Result<u64> {

@@ -30,7 +30,11 @@ impl Manifest {
 
     /// Bind `routine` for parameter `param` at `anchor`.
     pub fn bind(mut self, routine: Routine, anchor: Anchor, param: u64) -> Manifest {
-        self.0.bindings.push(Binding { routine, anchor, param });
+        self.0.bindings.push(Binding {
+            routine,
+            anchor,
+            param,
+        });
         self
     }
 

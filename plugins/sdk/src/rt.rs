@@ -36,7 +36,9 @@ fn class_of(layout: Layout) -> Option<usize> {
 
 unsafe impl GlobalAlloc for SizeClassAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let Some(class) = class_of(layout) else { return core::ptr::null_mut() };
+        let Some(class) = class_of(layout) else {
+            return core::ptr::null_mut();
+        };
         // SAFETY: single-threaded, and no re-entrancy into the allocator.
         let st = unsafe { &mut *self.state.get() };
         let head = st.free[class];
@@ -66,7 +68,9 @@ unsafe impl GlobalAlloc for SizeClassAlloc {
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        let Some(class) = class_of(layout) else { return };
+        let Some(class) = class_of(layout) else {
+            return;
+        };
         // SAFETY: as in `alloc`; the block is at least 16 bytes.
         let st = unsafe { &mut *self.state.get() };
         unsafe { *(ptr as *mut usize) = st.free[class] };
@@ -91,8 +95,13 @@ unsafe impl GlobalAlloc for SizeClassAlloc {
 }
 
 #[global_allocator]
-static ALLOCATOR: SizeClassAlloc =
-    SizeClassAlloc { state: UnsafeCell::new(State { free: [0; CLASSES], bump: 0, end: 0 }) };
+static ALLOCATOR: SizeClassAlloc = SizeClassAlloc {
+    state: UnsafeCell::new(State {
+        free: [0; CLASSES],
+        bump: 0,
+        end: 0,
+    }),
+};
 
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo<'_>) -> ! {

@@ -38,6 +38,9 @@ mod tests {
     #[test]
     fn decimal_renders_digits() {
         assert_eq!(super::decimal(0), "0");
-        assert_eq!(super::decimal(18_446_744_073_709_551_615), "18446744073709551615");
+        assert_eq!(
+            super::decimal(18_446_744_073_709_551_615),
+            "18446744073709551615"
+        );
     }
 }

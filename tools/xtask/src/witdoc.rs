@@ -133,7 +133,11 @@ fn function(out: &mut String, resolve: &Resolve, func: &Function, name: &str) ->
         None => String::new(),
     };
     writeln!(out, "#### `{name}`\n")?;
-    writeln!(out, "```wit\n{name}: func({}){result};\n```\n", params.join(", "))?;
+    writeln!(
+        out,
+        "```wit\n{name}: func({}){result};\n```\n",
+        params.join(", ")
+    )?;
     since(out, &func.name, &func.stability)?;
     docs(out, &func.docs);
     Ok(())

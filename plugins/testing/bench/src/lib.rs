@@ -48,12 +48,16 @@ impl Plugin for Bench {
     }
 
     fn prepare_frame(&mut self, _: Anchor, ty: u64, _: SendContext) -> Result<Option<ExtFrame>> {
-        Ok(Some(ExtFrame { frame_type: ty, tag: host::get_u64(FieldId::MaxRxData)? }))
+        Ok(Some(ExtFrame {
+            frame_type: ty,
+            tag: host::get_u64(FieldId::MaxRxData)?,
+        }))
     }
 
     fn frame_wire_len(&mut self, _: Anchor, frame: ExtFrame) -> Result<u64> {
         let len = varint::len(FRAME_MAX_DATA).zip(varint::len(frame.tag));
-        len.map(|(a, b)| (a + b) as u64).ok_or(Error::InvalidArgument("value too large".into()))
+        len.map(|(a, b)| (a + b) as u64)
+            .ok_or(Error::InvalidArgument("value too large".into()))
     }
 
     fn write_frame(&mut self, _: Anchor, frame: ExtFrame, out: &OutBuf) -> Result<()> {
@@ -74,7 +78,13 @@ impl Plugin for Bench {
     fn parse_frame(&mut self, _: Anchor, ty: u64, payload: &InBuf) -> Result<ParsedFrame> {
         let head = payload.read(0, payload.len().min(8))?;
         let (value, len) = varint::decode(&head).ok_or(Error::BufferTooShort(1))?;
-        Ok(ParsedFrame { frame: ExtFrame { frame_type: ty, tag: value }, consumed: len as u64 })
+        Ok(ParsedFrame {
+            frame: ExtFrame {
+                frame_type: ty,
+                tag: value,
+            },
+            consumed: len as u64,
+        })
     }
 
     fn process_frame(&mut self, _: Anchor, frame: Frame, _: RxContext) -> Result<()> {

@@ -1,6 +1,6 @@
 //! A plugin that misbehaves on request, for the runtime's negative tests.
 //! Each plugin-control id triggers one misbehaviour right away or arms it
-//! for a later routine call. It DEFINEs routines, so its faults close the
+//! for a later routine call (plugin-control ids 0x480001..0x480008). It DEFINEs routines, so its faults close the
 //! connection; `observer` is its counterpart that only observes.
 
 #![cfg_attr(target_arch = "wasm32", no_std)]
@@ -15,14 +15,14 @@ const FRAME_HOSTILE: u64 = 0x4854;
 /// A transport parameter whose value it writes past the buffer's bound.
 const TP_HOSTILE: u64 = 0x4854;
 
-const LOOP_FOREVER: u64 = 1;
-const MEMORY_BOMB: u64 = 2;
-const TRAP: u64 = 3;
-const READ_UNDECLARED: u64 = 4;
-const WRITE_UNDECLARED: u64 = 5;
-const LAST_ERROR: u64 = 6;
-const ARM_TRAP_IN_DEFINE: u64 = 7;
-const ECHO: u64 = 8;
+const LOOP_FOREVER: u64 = 0x48_0001;
+const MEMORY_BOMB: u64 = 0x48_0002;
+const TRAP: u64 = 0x48_0003;
+const READ_UNDECLARED: u64 = 0x48_0004;
+const WRITE_UNDECLARED: u64 = 0x48_0005;
+const LAST_ERROR: u64 = 0x48_0006;
+const ARM_TRAP_IN_DEFINE: u64 = 0x48_0007;
+const ECHO: u64 = 0x48_0008;
 
 #[derive(Default)]
 struct Hostile {
@@ -36,15 +36,22 @@ fn trap() -> ! {
 
 impl Plugin for Hostile {
     fn manifest() -> Manifest {
-        [LOOP_FOREVER, MEMORY_BOMB, TRAP, READ_UNDECLARED, WRITE_UNDECLARED, LAST_ERROR]
-            .into_iter()
-            .chain([ARM_TRAP_IN_DEFINE, ECHO])
-            .fold(Manifest::new("hostile", "0.1.0"), |m, id| m.control(id))
-            .bind(Routine::ShouldSendFrame, Anchor::Define, FRAME_HOSTILE)
-            .bind(Routine::WriteTransportParameter, Anchor::Define, TP_HOSTILE)
-            .reads(&[FieldId::IsServer])
-            .writes(&[FieldId::SendingHalted])
-            .permission(Permission::Registration)
+        [
+            LOOP_FOREVER,
+            MEMORY_BOMB,
+            TRAP,
+            READ_UNDECLARED,
+            WRITE_UNDECLARED,
+            LAST_ERROR,
+        ]
+        .into_iter()
+        .chain([ARM_TRAP_IN_DEFINE, ECHO])
+        .fold(Manifest::new("hostile", "0.1.0"), |m, id| m.control(id))
+        .bind(Routine::ShouldSendFrame, Anchor::Define, FRAME_HOSTILE)
+        .bind(Routine::WriteTransportParameter, Anchor::Define, TP_HOSTILE)
+        .reads(&[FieldId::IsServer])
+        .writes(&[FieldId::SendingHalted])
+        .permission(Permission::Registration)
     }
 
     fn init(&mut self) -> Result<()> {

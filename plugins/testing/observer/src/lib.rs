@@ -10,12 +10,12 @@ use alloc::{string::String, vec::Vec};
 use corequic_sdk::*;
 
 const ACK: u64 = 0x02;
-const ARM_TRAP: u64 = 1;
-const ARM_MUTATE: u64 = 2;
+const ARM_TRAP: u64 = 0x4f_0001;
+const ARM_MUTATE: u64 = 0x4f_0002;
 /// Returns the error the last mutation attempt got (or nothing).
-const LAST_ERROR: u64 = 3;
+const LAST_ERROR: u64 = 0x4f_0003;
 /// Returns the number of ACK frames observed.
-const OBSERVED: u64 = 4;
+const OBSERVED: u64 = 0x4f_0004;
 
 #[derive(Default)]
 struct Observer {

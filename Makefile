@@ -1,0 +1,79 @@
+# corequic — the two commands are `make interop` and `make test`; both set up
+# what they need (pinned toolchain, wasm target) on a fresh machine.
+
+SHELL := /bin/bash
+CARGO ?= cargo
+TOOLCHAIN := 1.99.0
+WASM_TARGET := wasm32-unknown-unknown
+TARGET_DIR ?= $(shell $(CARGO) metadata --format-version 1 --no-deps 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])' 2>/dev/null || echo target)
+PLUGIN_OUT := build/plugins
+
+# Reference plugins (shipped) and test plugins (used by the test suite).
+PLUGINS := padding probe bdp dummy ack-logger
+TEST_PLUGINS := test-bench test-hostile test-observer test-abi-mismatch
+ALL_PLUGINS := $(PLUGINS) $(TEST_PLUGINS)
+# Host-side packages (everything but the wasm plugin crates).
+HOST_PACKAGES := -p corequic-runtime -p corequic-sdk -p xtask
+
+.PHONY: all setup plugins wit-doc check-wit-doc fmt-check lint test bench demo interop sizes clean
+
+all: plugins
+
+## setup: install the pinned toolchain and the wasm target (idempotent).
+setup:
+	@command -v rustup >/dev/null || { \
+	  echo "installing rustup"; \
+	  curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal --default-toolchain none; }
+	@rustup toolchain list | grep -q "^$(TOOLCHAIN)" || \
+	  rustup toolchain install $(TOOLCHAIN) --profile minimal -c rustfmt -c clippy
+	@rustup target list --installed --toolchain $(TOOLCHAIN) | grep -q $(WASM_TARGET) || \
+	  rustup target add --toolchain $(TOOLCHAIN) $(WASM_TARGET)
+	@rustup component list --installed --toolchain $(TOOLCHAIN) | grep -q clippy || \
+	  rustup component add --toolchain $(TOOLCHAIN) rustfmt clippy
+
+## plugins: build every plugin for wasm32 and turn it into a component.
+plugins: setup
+	$(CARGO) build --profile plugin --target $(WASM_TARGET) $(foreach p,$(ALL_PLUGINS),-p plugin-$(p))
+	$(CARGO) build -p xtask
+	@mkdir -p $(PLUGIN_OUT)
+	@for p in $(ALL_PLUGINS); do \
+	  $(TARGET_DIR)/debug/xtask componentize \
+	    $(TARGET_DIR)/$(WASM_TARGET)/plugin/plugin_$$(echo $$p | tr - _).wasm $(PLUGIN_OUT)/$$p.wasm || exit 1; \
+	done
+	@echo "plugins in $(PLUGIN_OUT)/"
+
+## wit-doc: regenerate docs/wit-reference.md from wit/.
+wit-doc: setup
+	$(CARGO) run -q -p xtask -- wit-doc wit docs/wit-reference.md
+
+check-wit-doc: setup
+	$(CARGO) run -q -p xtask -- wit-doc --check wit docs/wit-reference.md
+
+fmt-check: setup
+	$(CARGO) fmt --all -- --check
+
+lint: setup
+	$(CARGO) clippy $(HOST_PACKAGES) --all-targets -- -D warnings
+	$(CARGO) clippy --target $(WASM_TARGET) $(foreach p,$(ALL_PLUGINS),-p plugin-$(p)) -- -D warnings
+
+## test: build everything and run every test.
+test: plugins check-wit-doc fmt-check lint
+	$(CARGO) test $(HOST_PACKAGES)
+
+## bench: criterion benchmarks of the runtime through the mock host.
+bench: plugins
+	$(CARGO) bench -p corequic-runtime
+
+## sizes: component sizes of the reference plugins.
+sizes: plugins
+	@ls -l $(foreach p,$(ALL_PLUGINS),$(PLUGIN_OUT)/$(p).wasm) | awk '{print $$5, $$9}'
+
+## interop: until the interop runner exists, a demo of all five plugins on
+## one in-memory connection through the mock host.
+interop: demo
+demo: plugins
+	$(CARGO) run -q -p corequic-runtime --example demo -- $(PLUGIN_OUT)
+
+clean:
+	rm -rf build
+	$(CARGO) clean

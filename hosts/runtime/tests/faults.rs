@@ -1,0 +1,331 @@
+//! Negative tests: every one ends in a typed error, no panic, and the
+//! connection's other plugins keep working.
+
+mod common;
+
+use common::*;
+use corequic_runtime::abi::{self, Error, FieldId, PluginVal};
+use corequic_runtime::{
+    FaultKind, FieldSet, Grants, HostCapabilities, LoadError, RoutineError, Runtime, RuntimeConfig,
+};
+
+// plugin-control ids of the `hostile` test plugin.
+const LOOP_FOREVER: u64 = 0x48_0001;
+const MEMORY_BOMB: u64 = 0x48_0002;
+const TRAP: u64 = 0x48_0003;
+const READ_UNDECLARED: u64 = 0x48_0004;
+const WRITE_UNDECLARED: u64 = 0x48_0005;
+const LAST_ERROR: u64 = 0x48_0006;
+const ARM_TRAP_IN_DEFINE: u64 = 0x48_0007;
+const ECHO: u64 = 0x48_0008;
+// plugin-control ids of the `observer` test plugin.
+const OBSERVER_ARM_TRAP: u64 = 0x4f_0001;
+const OBSERVER_ARM_MUTATE: u64 = 0x4f_0002;
+const OBSERVER_LAST_ERROR: u64 = 0x4f_0003;
+
+fn fault_kind(r: &Result<Vec<PluginVal>, RoutineError>) -> Option<FaultKind> {
+    match r {
+        Err(RoutineError::Fault(f)) => Some(f.kind.clone()),
+        _ => None,
+    }
+}
+
+#[test]
+fn abi_version_mismatch_is_refused_naming_both_versions() {
+    let err = runtime()
+        .load_file(&plugin_path("test-abi-mismatch"), &Grants::all())
+        .expect_err("refused");
+    assert_eq!(
+        err,
+        LoadError::AbiVersion {
+            plugin: "future-abi".into(),
+            plugin_abi: "0.2.0".into(),
+            host_abi: abi::ABI_VERSION.into()
+        }
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("0.2.0") && text.contains(abi::ABI_VERSION),
+        "{text}"
+    );
+}
+
+#[test]
+fn abi_compatibility_follows_semver() {
+    assert!(abi::abi_compatible("0.1.0", "0.1.0"));
+    assert!(abi::abi_compatible("0.1.0", "0.1.3"));
+    assert!(!abi::abi_compatible("0.1.4", "0.1.3"));
+    assert!(!abi::abi_compatible("0.2.0", "0.1.0"));
+    assert!(abi::abi_compatible("1.1.0", "1.2.0"));
+    assert!(!abi::abi_compatible("1.3.0", "1.2.0"));
+    assert!(!abi::abi_compatible("garbage", "0.1.0"));
+}
+
+#[test]
+fn the_runtime_implements_the_wit_package_version() {
+    let wit = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../wit/types.wit"))
+        .expect("wit/types.wit");
+    let expected = format!("package core-quic:plugin@{};", abi::ABI_VERSION);
+    assert!(
+        wit.starts_with(&expected),
+        "ABI_VERSION must match the WIT package"
+    );
+}
+
+#[test]
+fn a_field_the_host_does_not_support_is_refused_at_load() {
+    let mut caps = HostCapabilities::full();
+    caps.readable.remove(FieldId::IsServer);
+    caps.writable = FieldSet::EMPTY;
+    let config = RuntimeConfig {
+        pooling: false,
+        ..RuntimeConfig::default()
+    };
+    let limited = Runtime::new(config, caps).expect("runtime");
+    let err = limited
+        .load_file(&plugin_path("bdp"), &Grants::all())
+        .expect_err("refused");
+    match &err {
+        LoadError::Unsupported { plugin, missing } => {
+            assert_eq!(plugin, "bdp");
+            assert_eq!(
+                missing,
+                &vec![
+                    "field is-server (read)".to_string(),
+                    "field congestion-window (write)".to_string(),
+                    "field ssthresh (write)".to_string()
+                ]
+            );
+        }
+        other => panic!("expected Unsupported, got {other:?}"),
+    }
+}
+
+#[test]
+fn permissions_not_granted_are_refused_at_load() {
+    let err = runtime()
+        .load_file(&plugin_path("bdp"), &Grants::none())
+        .expect_err("refused");
+    let LoadError::NotGranted { missing, .. } = &err else {
+        panic!("{err:?}")
+    };
+    assert!(missing.contains(&"write congestion-window".to_string()));
+    assert!(missing.contains(&"permission registration".to_string()));
+    let grants =
+        Grants::parse("read=is-server,write=congestion-window+ssthresh,perm=registration+logging")
+            .expect("grant syntax");
+    assert!(runtime().load_file(&plugin_path("bdp"), &grants).is_ok());
+    assert!(Grants::parse("read=no-such-field").is_err());
+}
+
+#[test]
+fn two_plugins_defining_the_same_routine_conflict() {
+    let bdp = plugin("bdp");
+    let err = runtime()
+        .connection(&[bdp.clone(), bdp])
+        .err()
+        .expect("conflict");
+    match err {
+        LoadError::DefineConflict {
+            first,
+            second,
+            param,
+            ..
+        } => {
+            assert_eq!((first.as_str(), second.as_str()), ("bdp", "bdp"));
+            assert!(param == 0xBF || param == 0xBD || param == 0x80000);
+        }
+        other => panic!("expected DefineConflict, got {other:?}"),
+    }
+}
+
+#[test]
+fn reads_and_writes_beyond_the_manifest_are_denied() {
+    let mut p = pair(&["test-hostile"], &[]);
+    let read = p
+        .client
+        .plugins
+        .plugin_control(&mut p.client.conn, READ_UNDECLARED, &[]);
+    assert!(
+        matches!(&read, Err(RoutineError::Plugin(Error::Denied(m))) if m.contains("congestion-window")),
+        "{read:?}"
+    );
+    let write = p
+        .client
+        .plugins
+        .plugin_control(&mut p.client.conn, WRITE_UNDECLARED, &[]);
+    assert!(
+        matches!(&write, Err(RoutineError::Plugin(Error::Denied(_)))),
+        "{write:?}"
+    );
+    assert_eq!(
+        p.client.conn.writes.get("congestion-window"),
+        None,
+        "nothing was written"
+    );
+    let stats = p.client.plugins.stats();
+    assert_eq!(stats[0].denied, 2, "denials are counted");
+    assert_eq!(stats[0].removed, None, "a denial is not a fault");
+}
+
+#[test]
+fn mutation_from_an_after_anchor_is_denied() {
+    let mut p = pair(&[], &["test-observer"]);
+    p.handshake();
+    assert!(
+        p.server
+            .plugins
+            .plugin_control(&mut p.server.conn, OBSERVER_ARM_MUTATE, &[])
+            .is_ok()
+    );
+    assert!(p.transfer(20_000, 10_000 * MS));
+    let r = p
+        .server
+        .plugins
+        .plugin_control(&mut p.server.conn, OBSERVER_LAST_ERROR, &[]);
+    assert!(
+        matches!(&r, Err(RoutineError::Plugin(Error::Denied(m))) if m.contains("after anchor")),
+        "{r:?}"
+    );
+    assert!(!p.server.conn.sending_halted);
+}
+
+#[test]
+fn an_infinite_loop_hits_the_deadline_and_only_that_plugin_goes() {
+    let mut p = pair(&["test-hostile", "probe"], &[]);
+    let r = p
+        .client
+        .plugins
+        .plugin_control(&mut p.client.conn, LOOP_FOREVER, &[]);
+    assert_eq!(fault_kind(&r), Some(FaultKind::Deadline), "{r:?}");
+    // The plugin is gone from this connection; the other one still answers.
+    let again = p
+        .client
+        .plugins
+        .plugin_control(&mut p.client.conn, ECHO, &[]);
+    assert_eq!(again, Err(RoutineError::NotBound));
+    let probe = p.client.plugins.plugin_control(&mut p.client.conn, 2, &[]);
+    assert_eq!(probe, Ok(vec![PluginVal::None]));
+    // It defined protocol behaviour, so the connection must close.
+    let close = p
+        .client
+        .plugins
+        .take_close_request()
+        .expect("close requested");
+    assert_eq!(close.error_code, abi::PLUGIN_FAILURE_ERROR_CODE);
+    assert!(
+        close.reason.contains("hostile") && close.reason.contains("deadline"),
+        "{}",
+        close.reason
+    );
+}
+
+#[test]
+fn a_memory_bomb_hits_the_memory_limit() {
+    let mut p = pair(&["test-hostile", "probe"], &[]);
+    let r = p
+        .client
+        .plugins
+        .plugin_control(&mut p.client.conn, MEMORY_BOMB, &[]);
+    assert_eq!(fault_kind(&r), Some(FaultKind::Memory), "{r:?}");
+    assert_eq!(
+        p.client.plugins.plugin_control(&mut p.client.conn, 2, &[]),
+        Ok(vec![PluginVal::None])
+    );
+}
+
+#[test]
+fn a_trap_is_a_typed_fault() {
+    let mut p = pair(&["test-hostile"], &[]);
+    let r = p
+        .client
+        .plugins
+        .plugin_control(&mut p.client.conn, TRAP, &[]);
+    assert_eq!(fault_kind(&r), Some(FaultKind::Trap), "{r:?}");
+    assert!(p.client.plugins.stats()[0].removed.is_some());
+}
+
+#[test]
+fn a_trap_in_define_closes_the_connection_with_an_application_error() {
+    let mut p = pair(&["test-hostile", "probe"], &[]);
+    p.handshake();
+    assert!(
+        p.client
+            .plugins
+            .plugin_control(&mut p.client.conn, ARM_TRAP_IN_DEFINE, &[])
+            .is_ok()
+    );
+    p.client.send_stream(5_000);
+    p.run_until(1_000 * MS, |p| p.client.closed.is_some());
+    let closed = p.client.closed.clone().expect("closed");
+    assert_eq!(closed.error_code, abi::PLUGIN_FAILURE_ERROR_CODE);
+    assert!(closed.reason.contains("hostile") && closed.reason.contains("should-send-frame"));
+    // The other plugin of the connection still works.
+    assert_eq!(
+        p.client.plugins.plugin_control(&mut p.client.conn, 2, &[]),
+        Ok(vec![PluginVal::None])
+    );
+}
+
+#[test]
+fn a_trap_in_after_removes_the_observer_and_the_transfer_completes() {
+    let mut p = pair(&[], &["test-observer", "ack-logger"]);
+    p.handshake();
+    assert!(
+        p.server
+            .plugins
+            .plugin_control(&mut p.server.conn, OBSERVER_ARM_TRAP, &[])
+            .is_ok()
+    );
+    assert!(
+        p.transfer(50_000, 10_000 * MS),
+        "byte-exact despite the fault"
+    );
+    assert!(p.server.closed.is_none());
+    let stats = p.server.plugins.stats();
+    assert!(
+        stats[0]
+            .removed
+            .as_deref()
+            .is_some_and(|r| r.contains("process-frame (after)"))
+    );
+    assert_eq!(stats[1].removed, None);
+    let logged = p
+        .server
+        .conn
+        .logs
+        .iter()
+        .filter(|r| r.plugin == "ack-logger")
+        .count();
+    assert_eq!(
+        logged as u64, p.server.acks_processed,
+        "the other plugin saw every ACK"
+    );
+}
+
+#[test]
+fn a_write_past_a_buffer_bound_is_refused() {
+    let mut p = pair(&["test-hostile"], &[]);
+    let tps = p.client.plugins.transport_parameters(&mut p.client.conn);
+    assert!(
+        tps.iter().all(|(id, _)| *id != 0x4854),
+        "the failed parameter is omitted"
+    );
+    let r = p
+        .client
+        .plugins
+        .plugin_control(&mut p.client.conn, LAST_ERROR, &[]);
+    let cap = corequic_runtime::config::MAX_TRANSPORT_PARAMETER_LEN as u64;
+    assert_eq!(r, Err(RoutineError::Plugin(Error::BufferTooShort(cap + 1))));
+}
+
+#[test]
+fn plugin_control_to_a_missing_id_is_not_bound() {
+    let mut p = pair(&["probe"], &[]);
+    assert_eq!(
+        p.client
+            .plugins
+            .plugin_control(&mut p.client.conn, 0xdead, &[]),
+        Err(RoutineError::NotBound)
+    );
+}

@@ -1,0 +1,352 @@
+//! The five reference plugins, each through the mock host (DESIGN.md §5,
+//! spec appendix A).
+
+mod common;
+
+use common::*;
+use corequic_runtime::abi::{LogLevel, PluginVal};
+
+const PADDING_TOGGLE: u64 = 0x80001;
+const BDP_SET_WINDOW: u64 = 0x80000;
+const FRAME_BDP: u64 = 0xBD;
+const FRAME_DUMMY: u64 = 0x42;
+
+fn log_has(logs: &[corequic_runtime::LogRecord], plugin: &str, message: &str) -> usize {
+    logs.iter()
+        .filter(|r| r.plugin == plugin && r.message == message)
+        .count()
+}
+
+#[test]
+fn padding_fills_every_datagram_to_the_mtu() {
+    let mut p = pair(&[], &["padding"]);
+    p.handshake();
+    assert!(
+        p.transfer(60_000, 30_000 * MS),
+        "transfer completes byte-exact"
+    );
+    assert!(p.server.datagrams.len() > 10);
+    for d in &p.server.datagrams {
+        assert_eq!(
+            d.size as u64, MTU,
+            "every server datagram is padded to the MTU"
+        );
+    }
+    // The unpadded client sends small ACK-only datagrams.
+    assert!(p.client.datagrams.iter().any(|d| (d.size as u64) < MTU));
+}
+
+#[test]
+fn padding_halts_after_each_packet_and_resumes_on_its_timer() {
+    let mut p = pair(&[], &["padding"]);
+    p.handshake();
+    p.server.send_stream(10_000);
+    let first = p.server.poll_transmit().expect("a first datagram");
+    assert_eq!(first.len() as u64, MTU);
+    assert!(p.server.conn.sending_halted, "the plugin halted sending");
+    assert!(
+        p.server.poll_transmit().is_none(),
+        "nothing is sent while halted"
+    );
+    let resume = p.server.next_timeout().expect("a resume timer is armed");
+    assert!(
+        resume <= p.server.conn.now + 10 * MS,
+        "the halt lasts at most 10 ms"
+    );
+    p.server.conn.now = resume;
+    p.server.handle_timeout();
+    assert!(!p.server.conn.sending_halted, "the timer resumed sending");
+    assert!(p.server.poll_transmit().is_some());
+}
+
+#[test]
+fn padding_toggles_through_plugin_control() {
+    let mut p = pair(&[], &["padding"]);
+    p.handshake();
+    let control = |p: &mut corequic_runtime::mock::MockPair, on: bool| {
+        p.server
+            .plugins
+            .plugin_control(&mut p.server.conn, PADDING_TOGGLE, &[PluginVal::Bool(on)])
+    };
+    assert_eq!(control(&mut p, false), Ok(vec![PluginVal::Bool(false)]));
+    assert!(p.transfer(30_000, 30_000 * MS));
+    assert!(
+        p.server.datagrams.iter().any(|d| (d.size as u64) < MTU),
+        "padding is off"
+    );
+
+    assert_eq!(control(&mut p, true), Ok(vec![PluginVal::Bool(true)]));
+    let mark = p.server.datagrams.len();
+    assert!(
+        p.transfer(30_000, 30_000 * MS),
+        "more data on the same connection"
+    );
+    let padded = &p.server.datagrams[mark..];
+    assert!(!padded.is_empty());
+    assert!(
+        padded.iter().all(|d| d.size as u64 == MTU),
+        "padding is on again"
+    );
+}
+
+#[test]
+fn probe_returns_the_path_latency_through_plugin_control() {
+    let mut p = pair(&["probe"], &[]);
+    p.handshake();
+    let none = p
+        .client
+        .plugins
+        .plugin_control(&mut p.client.conn, 2, &[])
+        .expect("latency query");
+    assert_eq!(none.len(), 1);
+    assert!(
+        matches!(none[0], PluginVal::None),
+        "no latency before a probe"
+    );
+
+    let sent = p
+        .client
+        .plugins
+        .plugin_control(&mut p.client.conn, 1, &[])
+        .expect("probe sent");
+    assert!(matches!(sent.as_slice(), [PluginVal::U64(_)]));
+    let done = p.run_until(5_000 * MS, |p| {
+        p.client
+            .conn
+            .events
+            .iter()
+            .any(|e| e.starts_with("processed PATH_RESPONSE"))
+    });
+    assert!(done, "the PATH_RESPONSE came back");
+    let latency = p
+        .client
+        .plugins
+        .plugin_control(&mut p.client.conn, 2, &[])
+        .expect("latency");
+    let PluginVal::Duration(ns) = latency[0] else {
+        panic!("expected a duration, got {latency:?}")
+    };
+    // Two one-way delays of 10 ms on the mock link, no queueing.
+    assert_eq!(ns, 2 * p.one_way_delay);
+}
+
+fn bdp_pair(window: u64) -> corequic_runtime::mock::MockPair {
+    let mut p = pair(&["bdp"], &["bdp"]);
+    // plugin-control runs before the plugin is enabled (before negotiation).
+    let r = p.client.plugins.plugin_control(
+        &mut p.client.conn,
+        BDP_SET_WINDOW,
+        &[PluginVal::U64(window)],
+    );
+    assert_eq!(r, Ok(vec![]));
+    p.handshake();
+    assert!(p.client.plugins.is_enabled("bdp") && p.server.plugins.is_enabled("bdp"));
+    p
+}
+
+#[test]
+fn bdp_sets_the_servers_window_from_frame_0xbd_once() {
+    let mut p = bdp_pair(60_000);
+    let initial = p.server.conn.cwnd;
+    assert_ne!(initial, 60_000);
+    assert!(p.run_until(5_000 * MS, |p| p.server.conn.cwnd == 60_000));
+    assert_eq!(p.server.conn.ssthresh, Some(60_000));
+    assert!(
+        p.run_until(5_000 * MS, |p| p.client.plugin_frames_acked.get(&FRAME_BDP)
+            == Some(&1))
+    );
+    p.run_until(200 * MS + p.now, |_| false);
+    assert_eq!(
+        p.client.plugin_frames_sent.get(&FRAME_BDP),
+        Some(&1),
+        "sent exactly once"
+    );
+    assert_eq!(
+        log_has(&p.server.conn.logs, "bdp", "congestion window resumed"),
+        1
+    );
+}
+
+#[test]
+fn bdp_resends_frame_0xbd_when_lost() {
+    let mut p = bdp_pair(60_000);
+    let needle: Vec<u8> = [0x40, 0xBD]
+        .into_iter()
+        .chain(60_000u64.to_be_bytes())
+        .collect();
+    let mut dropped = false;
+    p.set_drop_filter(Box::new(move |from_client, d| {
+        let hit =
+            from_client && !dropped && d.windows(needle.len()).any(|w| w == needle.as_slice());
+        dropped |= hit;
+        hit
+    }));
+    assert!(p.run_until(10_000 * MS, |p| p.server.conn.cwnd == 60_000));
+    assert_eq!(p.client.plugin_frames_lost.get(&FRAME_BDP), Some(&1));
+    assert_eq!(p.client.plugin_frames_sent.get(&FRAME_BDP), Some(&2));
+}
+
+#[test]
+fn bdp_refuses_an_absurd_window() {
+    let mut p = bdp_pair(1 << 40);
+    let initial = p.server.conn.cwnd;
+    assert!(p.run_until(5_000 * MS, |p| {
+        p.client.plugin_frames_acked.contains_key(&FRAME_BDP)
+    }));
+    assert_eq!(p.server.conn.cwnd, initial, "the window is unchanged");
+    assert_eq!(p.server.conn.ssthresh, None);
+    let warn = p
+        .server
+        .conn
+        .logs
+        .iter()
+        .find(|r| r.message == "refusing implausible BDP window");
+    assert!(matches!(warn, Some(r) if r.level == LogLevel::Warn));
+    assert!(p.server.closed.is_none() && p.client.closed.is_none());
+}
+
+#[test]
+fn bdp_against_a_peer_without_it_negotiates_nothing() {
+    let mut p = pair(&["bdp"], &[]);
+    let _ = p.client.plugins.plugin_control(
+        &mut p.client.conn,
+        BDP_SET_WINDOW,
+        &[PluginVal::U64(60_000)],
+    );
+    p.handshake();
+    assert!(!p.client.plugins.is_enabled("bdp"));
+    assert!(p.transfer(20_000, 10_000 * MS));
+    assert_eq!(p.client.plugin_frames_sent.get(&FRAME_BDP), None);
+}
+
+#[test]
+fn dummy_keeps_one_frame_in_flight_and_toggles_padding_every_four() {
+    let mut p = pair(&["padding", "dummy"], &["dummy"]);
+    p.handshake();
+    let toggled = p.run_until(20_000 * MS, |p| {
+        log_has(&p.client.conn.logs, "dummy", "padding toggled") >= 2
+    });
+    assert!(toggled, "two toggles happened");
+    for ep in [&p.client, &p.server] {
+        assert_eq!(
+            ep.max_in_flight_by_type.get(&FRAME_DUMMY),
+            Some(&1),
+            "at most one DUMMY in flight"
+        );
+        assert!(
+            ep.plugin_frames_sent
+                .get(&FRAME_DUMMY)
+                .copied()
+                .unwrap_or(0)
+                >= 8
+        );
+    }
+    let toggles: Vec<(bool, u64)> = p
+        .client
+        .conn
+        .logs
+        .iter()
+        .filter(|r| r.plugin == "dummy" && r.message == "padding toggled")
+        .map(|r| {
+            let padding = r
+                .fields
+                .iter()
+                .find(|f| f.0 == "padding")
+                .map(|f| f.1.clone());
+            let received = r
+                .fields
+                .iter()
+                .find(|f| f.0 == "received")
+                .map(|f| f.1.clone());
+            match (padding, received) {
+                (Some(PluginVal::Bool(b)), Some(PluginVal::U64(n))) => (b, n),
+                other => panic!("unexpected fields {other:?}"),
+            }
+        })
+        .collect();
+    assert_eq!(
+        toggles[..2],
+        [(false, 4), (true, 8)],
+        "the first toggle disables padding"
+    );
+    // The server has no padding plugin: the call fails cleanly.
+    let missing = p
+        .server
+        .conn
+        .logs
+        .iter()
+        .find(|r| r.message == "padding not available");
+    let error = missing
+        .and_then(|r| r.fields.iter().find(|f| f.0 == "error"))
+        .map(|f| f.1.clone());
+    assert!(matches!(error, Some(PluginVal::String(ref s)) if s == "not-found"));
+    assert!(p.client.closed.is_none() && p.server.closed.is_none());
+}
+
+#[test]
+fn dummy_toggles_are_visible_in_the_clients_datagram_sizes() {
+    let mut p = pair(&["padding", "dummy"], &["dummy"]);
+    p.handshake();
+    p.run_until(20_000 * MS, |p| {
+        log_has(&p.client.conn.logs, "dummy", "padding toggled") >= 1
+    });
+    let toggled_at = p.now;
+    let before: Vec<_> = p
+        .client
+        .datagrams
+        .iter()
+        .filter(|d| d.time < toggled_at)
+        .collect();
+    assert!(!before.is_empty());
+    assert!(
+        before.iter().all(|d| d.size as u64 == MTU),
+        "padded until the first toggle"
+    );
+    p.run_until(p.now + 15 * MS, |_| false);
+    let after: Vec<_> = p
+        .client
+        .datagrams
+        .iter()
+        .filter(|d| d.time >= toggled_at)
+        .collect();
+    assert!(
+        after.iter().any(|d| (d.size as u64) < MTU),
+        "smaller datagrams once padding is off"
+    );
+}
+
+#[test]
+fn ack_logger_logs_each_ack_after_it_was_processed() {
+    let mut p = pair(&[], &["ack-logger"]);
+    p.handshake();
+    assert!(p.transfer(40_000, 10_000 * MS));
+    let logs = log_has(&p.server.conn.logs, "ack-logger", "ack processed");
+    assert!(logs > 0);
+    assert_eq!(
+        logs as u64, p.server.acks_processed,
+        "one line per processed ACK"
+    );
+    let events = &p.server.conn.events;
+    for (i, e) in events.iter().enumerate() {
+        if e == "log ack-logger: ack processed" {
+            assert!(
+                events[i - 1].starts_with("processed ACK"),
+                "logged after processing: {e}"
+            );
+        }
+    }
+    let first = &p.server.conn.logs[0];
+    assert!(first.fields.iter().any(|f| f.0 == "largest-acknowledged"));
+    assert!(
+        first
+            .fields
+            .iter()
+            .any(|f| f.0 == "ack-delay" && matches!(f.1, PluginVal::Duration(_)))
+    );
+    assert!(
+        first
+            .fields
+            .iter()
+            .any(|f| f.0 == "ranges" && matches!(f.1, PluginVal::U64(n) if n >= 1))
+    );
+}

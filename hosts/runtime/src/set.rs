@@ -94,10 +94,8 @@ fn erase(conn: &mut dyn HostConnection) -> *mut (dyn HostConnection + 'static) {
 }
 
 fn classify(err: &wasmtime::Error) -> FaultKind {
-    if let Some(trap) = err.downcast_ref::<wasmtime::Trap>() {
-        if *trap == wasmtime::Trap::Interrupt {
-            return FaultKind::Deadline;
-        }
+    if err.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::Interrupt) {
+        return FaultKind::Deadline;
     }
     let text = format!("{err:?}");
     if text.contains("growing memory") || text.contains("memory growth") {
@@ -727,17 +725,12 @@ impl PluginSet {
     /// Fire every plugin timer due at `now` (each once, disarmed first).
     pub fn handle_timeout(&mut self, conn: &mut dyn HostConnection, now: u64) {
         for idx in 0..self.slots.len() {
-            loop {
-                let due = match &mut self.slots[idx].live {
-                    Some(live) => {
-                        let timers = &mut live.store.data_mut().timers;
-                        match timers.iter().position(|t| t.1 <= now) {
-                            Some(pos) => timers.swap_remove(pos).0,
-                            None => break,
-                        }
-                    }
-                    None => break,
+            while let Some(live) = &mut self.slots[idx].live {
+                let timers = &mut live.store.data_mut().timers;
+                let Some(pos) = timers.iter().position(|t| t.1 <= now) else {
+                    break;
                 };
+                let due = timers.swap_remove(pos).0;
                 let _ = self.invoke(conn, idx, Anchor::Define, "on-plugin-timeout", |b, s| {
                     b.core_quic_plugin_routines()
                         .call_on_plugin_timeout(s, due, now)

@@ -8,7 +8,6 @@
 
 extern crate alloc;
 
-use alloc::{format, string::String, vec, vec::Vec};
 use corequic_sdk::*;
 
 const ACK: u64 = 0x02;

@@ -12,7 +12,7 @@
 
 extern crate alloc;
 
-use alloc::{format, string::String, vec, vec::Vec};
+use alloc::{string::String, vec::Vec};
 use corequic_sdk::*;
 
 const TP_BDP: u64 = 0xBF;

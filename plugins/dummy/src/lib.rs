@@ -10,7 +10,7 @@
 
 extern crate alloc;
 
-use alloc::{format, string::String, vec, vec::Vec};
+use alloc::{string::String, vec::Vec};
 use corequic_sdk::*;
 
 const TP_DUMMY: u64 = 0xAAAA_AAAA;

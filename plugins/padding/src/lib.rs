@@ -9,7 +9,7 @@
 
 extern crate alloc;
 
-use alloc::{format, string::String, vec, vec::Vec};
+use alloc::{string::String, vec, vec::Vec};
 use corequic_sdk::*;
 
 /// PADDING, offered at the end of every packet.

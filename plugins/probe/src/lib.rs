@@ -8,7 +8,7 @@
 
 extern crate alloc;
 
-use alloc::{format, string::String, vec, vec::Vec};
+use alloc::{string::String, vec, vec::Vec};
 use corequic_sdk::*;
 
 const PATH_RESPONSE: u64 = 0x1b;
@@ -40,11 +40,11 @@ impl Plugin for Probe {
     }
 
     fn process_frame(&mut self, _: Anchor, frame: Frame, ctx: RxContext) -> Result<()> {
-        if let (Frame::PathResponse(data), Some((sent, at))) = (frame, self.pending) {
-            if data == sent {
-                self.latency = Some(ctx.now.saturating_sub(at));
-                self.pending = None;
-            }
+        if let (Frame::PathResponse(data), Some((sent, at))) = (frame, self.pending)
+            && data == sent
+        {
+            self.latency = Some(ctx.now.saturating_sub(at));
+            self.pending = None;
         }
         Ok(())
     }

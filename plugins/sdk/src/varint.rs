@@ -40,7 +40,6 @@ pub fn decode(buf: &[u8]) -> Option<(u64, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use alloc::vec;
 
     #[test]
     fn round_trips_rfc_examples() {

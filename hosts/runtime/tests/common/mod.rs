@@ -37,7 +37,8 @@ pub fn runtime() -> &'static Runtime {
 
 /// Load a plugin with every grant (compiled once per process).
 pub fn plugin(name: &str) -> Arc<Plugin> {
-    static CACHE: OnceLock<std::sync::Mutex<Vec<(String, Arc<Plugin>)>>> = OnceLock::new();
+    type Loaded = std::sync::Mutex<Vec<(String, Arc<Plugin>)>>;
+    static CACHE: OnceLock<Loaded> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
     let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((_, p)) = cache.iter().find(|(n, _)| n == name) {

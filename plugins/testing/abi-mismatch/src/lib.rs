@@ -4,7 +4,6 @@
 
 extern crate alloc;
 
-use alloc::{format, string::String, vec, vec::Vec};
 use corequic_sdk::*;
 
 #[derive(Default)]

@@ -8,7 +8,7 @@
 
 extern crate alloc;
 
-use alloc::{format, string::String, vec, vec::Vec};
+use alloc::{string::String, vec, vec::Vec};
 use corequic_sdk::*;
 
 /// The extension frame carrying a MAX_DATA value (a varint).

@@ -7,7 +7,7 @@
 
 extern crate alloc;
 
-use alloc::{format, string::String, vec, vec::Vec};
+use alloc::{string::String, vec, vec::Vec};
 use corequic_sdk::*;
 
 /// A frame it DEFINEs, so a fault there is a DEFINE fault.

@@ -113,7 +113,7 @@ impl Plugin for Dummy {
 
     fn process_frame(&mut self, _: Anchor, _: Frame, _: RxContext) -> Result<()> {
         self.received += 1;
-        if self.received % 4 != 0 {
+        if !self.received.is_multiple_of(4) {
             return Ok(());
         }
         self.padding_on = !self.padding_on;

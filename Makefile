@@ -5,7 +5,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 TOOLCHAIN := 1.99.0
 WASM_TARGET := wasm32-unknown-unknown
-TARGET_DIR ?= $(shell $(CARGO) metadata --format-version 1 --no-deps 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])' 2>/dev/null || echo target)
+TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 PLUGIN_OUT := build/plugins
 
 # Reference plugins (shipped) and test plugins (used by the test suite).
@@ -34,10 +34,9 @@ setup:
 ## plugins: build every plugin for wasm32 and turn it into a component.
 plugins: setup
 	$(CARGO) build --profile plugin --target $(WASM_TARGET) $(foreach p,$(ALL_PLUGINS),-p plugin-$(p))
-	$(CARGO) build -p xtask
 	@mkdir -p $(PLUGIN_OUT)
 	@for p in $(ALL_PLUGINS); do \
-	  $(TARGET_DIR)/debug/xtask componentize \
+	  $(CARGO) run -q -p xtask -- componentize \
 	    $(TARGET_DIR)/$(WASM_TARGET)/plugin/plugin_$$(echo $$p | tr - _).wasm $(PLUGIN_OUT)/$$p.wasm || exit 1; \
 	done
 	@echo "plugins in $(PLUGIN_OUT)/"
@@ -72,7 +71,7 @@ sizes: plugins
 ## one in-memory connection through the mock host.
 interop: demo
 demo: plugins
-	$(CARGO) run -q -p corequic-runtime --example demo -- $(PLUGIN_OUT)
+	$(CARGO) run -q --release -p corequic-runtime --example demo -- $(PLUGIN_OUT)
 
 clean:
 	rm -rf build

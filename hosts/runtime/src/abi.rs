@@ -266,7 +266,8 @@ pub fn is_standard_frame_type(ty: u64) -> bool {
 }
 
 /// Whether a plugin built for `plugin` can run on a host implementing `host`
-/// (same major; while major is 0, same minor; plugin patch ≤ host patch).
+/// (same major; while major is 0, same minor and plugin patch ≤ host patch;
+/// from 1.0, plugin (minor, patch) ≤ host (minor, patch)).
 pub fn abi_compatible(plugin: &str, host: &str) -> bool {
     fn parse(v: &str) -> Option<(u64, u64, u64)> {
         let mut it = v.trim().splitn(3, '.');
@@ -281,7 +282,7 @@ pub fn abi_compatible(plugin: &str, host: &str) -> bool {
                 && (if pm == 0 {
                     pn == hn && pp <= hp
                 } else {
-                    pn <= hn
+                    (pn, pp) <= (hn, hp)
                 })
         }
         _ => false,

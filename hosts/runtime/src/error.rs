@@ -166,6 +166,8 @@ pub enum RoutineError {
     InvalidResult(String),
     /// The DEFINE plugin faulted and was removed from the connection.
     Fault(Fault),
+    /// The plugin that DEFINEs this plugin-control id was removed earlier.
+    Removed(Fault),
 }
 
 impl fmt::Display for RoutineError {
@@ -175,6 +177,7 @@ impl fmt::Display for RoutineError {
             RoutineError::Plugin(e) => write!(f, "plugin returned an error: {e}"),
             RoutineError::InvalidResult(m) => write!(f, "plugin returned an invalid result: {m}"),
             RoutineError::Fault(fault) => fault.fmt(f),
+            RoutineError::Removed(fault) => write!(f, "the plugin was removed: {fault}"),
         }
     }
 }

@@ -211,7 +211,10 @@ impl PluginSet {
                     kind: classify(&trap),
                     message: format!("{trap:#}"),
                 };
-                if slot.info.defines_protocol && self.close.is_none() {
+                // A plugin that defines protocol behaviour cannot vanish
+                // mid-connection unnoticed (CQ-LIMIT-8); a failed `init`
+                // only removes the plugin (CQ-LOAD-15).
+                if slot.info.defines_protocol && routine != "init" && self.close.is_none() {
                     self.close = Some(CloseRequest {
                         error_code: abi::PLUGIN_FAILURE_ERROR_CODE,
                         reason: fault.to_string(),
@@ -722,30 +725,40 @@ impl PluginSet {
             .min()
     }
 
-    /// Fire every plugin timer due at `now` (each once, disarmed first).
+    /// Fire every plugin timer due at `now`, each once and disarmed first.
+    /// Timers a plugin re-arms while this runs fire at the next call
+    /// (CQ-TIMER-6), so a plugin cannot keep this loop busy.
     pub fn handle_timeout(&mut self, conn: &mut dyn HostConnection, now: u64) {
         for idx in 0..self.slots.len() {
-            while let Some(live) = &mut self.slots[idx].live {
-                let timers = &mut live.store.data_mut().timers;
-                let Some(pos) = timers.iter().position(|t| t.1 <= now) else {
-                    break;
-                };
-                let due = timers.swap_remove(pos).0;
+            let due: Vec<u64> = match &mut self.slots[idx].live {
+                Some(live) => {
+                    let timers = &mut live.store.data_mut().timers;
+                    let due = timers.iter().filter(|t| t.1 <= now).map(|t| t.0).collect();
+                    timers.retain(|t| t.1 > now);
+                    due
+                }
+                None => continue,
+            };
+            for id in due {
                 let _ = self.invoke(conn, idx, Anchor::Define, "on-plugin-timeout", |b, s| {
                     b.core_quic_plugin_routines()
-                        .call_on_plugin_timeout(s, due, now)
+                        .call_on_plugin_timeout(s, id, now)
                 });
             }
         }
     }
 
-    /// Call plugin-control `id` on behalf of the application.
+    /// Call plugin-control `id` on behalf of the application. `NotBound`
+    /// when no plugin offers `id`; `Removed` when the one that did faulted.
     pub fn plugin_control(
         &mut self,
         conn: &mut dyn HostConnection,
         id: u64,
         args: &[PluginVal],
     ) -> Result<Vec<PluginVal>, RoutineError> {
+        if let Some(fault) = self.removed_definer(Routine::PluginControl, id) {
+            return Err(RoutineError::Removed(fault));
+        }
         self.run(conn, Routine::PluginControl, id, |b, s, _| {
             b.core_quic_plugin_routines()
                 .call_plugin_control(s, id, args)
@@ -771,6 +784,9 @@ impl PluginSet {
         if let Some(fault) = &self.slots[idx].removed {
             return Err(Error::Failed(format!("the callee was removed: {fault}")));
         }
+        if !self.usable(idx, Routine::PluginControl) {
+            return Err(Error::Failed("plugin busy".into()));
+        }
         match self.invoke(conn, idx, Anchor::Define, "plugin-control", |b, s| {
             b.core_quic_plugin_routines()
                 .call_plugin_control(s, id, args)
@@ -780,6 +796,12 @@ impl PluginSet {
             Err(CallFailure::Plugin(e)) => Err(e),
             Err(CallFailure::Fault(f)) => Err(Error::Failed(f.to_string())),
         }
+    }
+
+    fn removed_definer(&self, routine: Routine, param: u64) -> Option<Fault> {
+        let &rid = self.route_index.get(&(routine as u8, param))?;
+        let idx = self.routes[rid].define?;
+        self.slots[idx].removed.clone()
     }
 
     pub(crate) fn transport_parameter_owner(&self, id: u64, except: usize) -> Option<&str> {

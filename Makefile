@@ -61,7 +61,7 @@ test: plugins check-wit-doc fmt-check lint
 
 ## bench: criterion benchmarks of the runtime through the mock host.
 bench: plugins
-	$(CARGO) bench -p corequic-runtime
+	$(CARGO) bench -p corequic-runtime --bench runtime
 
 ## sizes: component sizes of the reference plugins.
 sizes: plugins

@@ -15,6 +15,7 @@ use crate::host::HostConnection;
 use crate::runtime::{Plugin, PluginInfo, Runtime};
 use crate::state::{InBufRep, OutBufRep, PluginState, Scope};
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 use wasmtime::Store;
 use wasmtime::component::Resource;
@@ -32,6 +33,31 @@ struct Slot {
     calls: u64,
     errors: u64,
 }
+
+/// A fast hasher for the (routine, parameter) route keys, which are looked up
+/// on every routine call; SipHash's DoS resistance buys nothing here because
+/// the keys come from manifests validated at load time.
+#[derive(Default)]
+struct RouteHasher(u64);
+
+impl Hasher for RouteHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(u64::from(*b));
+        }
+    }
+    fn write_u8(&mut self, n: u8) {
+        self.write_u64(u64::from(n));
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+type RouteMap = HashMap<(u8, u64), usize, BuildHasherDefault<RouteHasher>>;
 
 /// The plugins bound to one (routine, parameter), as slot indices in load order.
 #[derive(Default)]
@@ -80,10 +106,12 @@ enum CallFailure {
 /// The plugin instances of one connection.
 pub struct PluginSet {
     slots: Vec<Slot>,
-    route_index: HashMap<(u8, u64), usize>,
+    route_index: RouteMap,
     routes: Vec<Route>,
     deadline_ticks: u64,
     close: Option<CloseRequest>,
+    /// Reused by `write_frames` so the send path does not allocate.
+    regs_scratch: Vec<FrameRegistration>,
 }
 
 fn erase(conn: &mut dyn HostConnection) -> *mut (dyn HostConnection + 'static) {
@@ -107,7 +135,7 @@ fn classify(err: &wasmtime::Error) -> FaultKind {
 
 impl PluginSet {
     pub(crate) fn new(runtime: &Runtime, plugins: &[Arc<Plugin>]) -> Result<PluginSet, LoadError> {
-        let mut route_index: HashMap<(u8, u64), usize> = HashMap::new();
+        let mut route_index = RouteMap::default();
         let mut routes: Vec<Route> = Vec::new();
         for (idx, plugin) in plugins.iter().enumerate() {
             for b in &plugin.info.manifest.bindings {
@@ -165,6 +193,7 @@ impl PluginSet {
             routes,
             deadline_ticks: runtime.deadline_ticks(),
             close: None,
+            regs_scratch: Vec::new(),
         })
     }
 
@@ -559,9 +588,11 @@ impl PluginSet {
         out: &mut Vec<u8>,
         written: &mut Vec<WrittenFrame>,
     ) -> usize {
-        let regs: Vec<FrameRegistration> = self.registrations(ctx.position).collect();
+        let mut regs = std::mem::take(&mut self.regs_scratch);
+        regs.clear();
+        regs.extend(self.registrations(ctx.position));
         let start = out.len();
-        for reg in regs {
+        for &reg in &regs {
             ctx.room = ctx.room.saturating_sub((out.len() - start) as u64);
             let ty = reg.frame_type;
             if !matches!(self.should_send_frame(conn, ty, ctx), Ok(true)) {
@@ -586,6 +617,7 @@ impl PluginSet {
             // Errors of on-frame-reserved cannot take the frame back.
             let _ = self.on_frame_reserved(conn, frame, ctx);
         }
+        self.regs_scratch = regs;
         out.len() - start
     }
 

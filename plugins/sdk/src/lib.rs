@@ -6,7 +6,7 @@
 //! plugin's [`Manifest`] binds. Host services (fields, timers, logging,
 //! registration, plugin-control) are plain functions in [`host`].
 //!
-//! ```ignore
+//! ```no_run
 //! use corequic_sdk::*;
 //!
 //! #[derive(Default)]

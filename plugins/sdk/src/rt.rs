@@ -47,6 +47,16 @@ unsafe impl GlobalAlloc for SizeClassAlloc {
             st.free[class] = unsafe { *(head as *const usize) };
             return head as *mut u8;
         }
+        if st.end == 0 {
+            // First allocation: use the room the linker left between the
+            // data and the end of the initial memory before growing it
+            // (growing is a system call in the host).
+            unsafe extern "C" {
+                static __heap_base: u8;
+            }
+            st.bump = core::ptr::addr_of!(__heap_base) as usize;
+            st.end = core::arch::wasm32::memory_size(0) * PAGE;
+        }
         let size = 1usize << (class as u32 + MIN_SHIFT);
         let align = layout.align().max(16);
         let start = (st.bump + align - 1) & !(align - 1);

@@ -53,5 +53,42 @@ fn componentize(input: &Path, output: &Path) -> Result<()> {
         .validate(true)
         .encode()
         .with_context(|| format!("encoding {} as a component", input.display()))?;
+    let component = strip_custom_sections(&component)?;
     std::fs::write(output, component).with_context(|| format!("writing {}", output.display()))
+}
+
+/// Drop the top-level custom sections (`component-name`, `producers`): they
+/// only serve debugging and are a tenth of a small plugin. The core module's
+/// own names are already stripped by the `plugin` profile.
+fn strip_custom_sections(component: &[u8]) -> Result<Vec<u8>> {
+    const PREAMBLE: usize = 8;
+    if component.len() < PREAMBLE {
+        bail!("not a component");
+    }
+    let mut out = component[..PREAMBLE].to_vec();
+    let mut pos = PREAMBLE;
+    while pos < component.len() {
+        let id = component[pos];
+        let (size, header) = read_leb_u32(&component[pos + 1..])?;
+        let end = pos + 1 + header + size as usize;
+        if end > component.len() {
+            bail!("truncated section at byte {pos}");
+        }
+        if id != 0 {
+            out.extend_from_slice(&component[pos..end]);
+        }
+        pos = end;
+    }
+    Ok(out)
+}
+
+fn read_leb_u32(bytes: &[u8]) -> Result<(u32, usize)> {
+    let mut value: u32 = 0;
+    for (i, byte) in bytes.iter().take(5).enumerate() {
+        value |= u32::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return Ok((value, i + 1));
+        }
+    }
+    bail!("bad section size")
 }

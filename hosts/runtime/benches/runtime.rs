@@ -1,0 +1,213 @@
+//! Criterion benchmarks of the runtime through the mock host, named like
+//! pluginop's benches so the numbers can be put side by side (DESIGN.md §7).
+//! Each wasm benchmark that has a native counterpart is measured in the same
+//! run, so the wasm/native ratio is meaningful on a noisy machine.
+//!
+//! Needs the plugin components: `make bench` builds them first.
+
+use corequic_runtime::abi::{
+    FieldId, FieldRef, Frame, FrameOutcome, PacketType, PluginVal, PnSpace, RxContext, SendContext,
+    SendPosition,
+};
+use corequic_runtime::mock::{MockPair, get_varint, put_varint};
+use corequic_runtime::{Grants, HostCapabilities, HostConnection, Runtime, RuntimeConfig};
+use criterion::{Criterion, criterion_group, criterion_main};
+use std::hint::black_box;
+use std::path::PathBuf;
+
+const FRAME_MAX_DATA: u64 = 0x3f5e;
+const FRAME_DUMMY: u64 = 0x42;
+
+fn plugin_bytes(name: &str) -> Vec<u8> {
+    let dir = std::env::var_os("COREQUIC_PLUGIN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../build/plugins"));
+    let path = dir.join(format!("{name}.wasm"));
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e} (run `make plugins`)", path.display()))
+}
+
+fn send_ctx(pn: u64) -> SendContext {
+    SendContext {
+        packet_type: PacketType::OneRtt,
+        space: PnSpace::ApplicationData,
+        packet_number: pn,
+        position: SendPosition::AfterAck,
+        room: 1200,
+        now: 0,
+    }
+}
+
+fn rx_ctx(pn: u64) -> RxContext {
+    RxContext {
+        packet_type: PacketType::OneRtt,
+        space: PnSpace::ApplicationData,
+        packet_number: pn,
+        now: 0,
+    }
+}
+
+fn field(id: FieldId) -> FieldRef {
+    FieldRef { id, space: None }
+}
+
+fn benches(c: &mut Criterion) {
+    let runtime =
+        Runtime::new(RuntimeConfig::default(), HostCapabilities::full()).expect("runtime");
+    let load = |name: &str| {
+        runtime
+            .load_bytes(name, &plugin_bytes(name), &Grants::all())
+            .expect("load")
+    };
+    let bench = load("test-bench");
+    let dummy = load("dummy");
+    let reference = [load("padding"), load("probe"), load("bdp"), dummy.clone()];
+
+    let mut pair = MockPair::new(
+        &runtime,
+        std::slice::from_ref(&bench),
+        std::slice::from_ref(&bench),
+        1200,
+        0,
+    )
+    .expect("pair");
+    pair.handshake();
+
+    c.bench_function("run and return", |b| {
+        let ep = &mut pair.client;
+        b.iter(|| {
+            ep.plugins
+                .plugin_control(&mut ep.conn, 0, &[])
+                .expect("call")
+        })
+    });
+    c.bench_function("input outputs", |b| {
+        let ep = &mut pair.client;
+        let args = [PluginVal::S64(42), PluginVal::S64(7)];
+        b.iter(|| {
+            ep.plugins
+                .plugin_control(&mut ep.conn, 1, black_box(&args))
+                .expect("call")
+        })
+    });
+    c.bench_function("increase-max-data", |b| {
+        let ep = &mut pair.client;
+        b.iter(|| {
+            ep.plugins
+                .plugin_control(&mut ep.conn, 2, &[])
+                .expect("call")
+        })
+    });
+
+    // MAX_DATA-like frame: the sender reads its receive limit and writes the
+    // frame; the receiver parses it and sets its send limit.
+    let mut group = c.benchmark_group("max-data send and receive");
+    group.bench_function("native", |b| {
+        let (client, server) = (&mut pair.client.conn, &mut pair.server.conn);
+        let mut packet = Vec::with_capacity(1200);
+        b.iter(|| {
+            packet.clear();
+            let PluginVal::U64(limit) = client.get_field(field(FieldId::MaxRxData)).expect("read")
+            else {
+                unreachable!()
+            };
+            put_varint(FRAME_MAX_DATA, &mut packet);
+            put_varint(black_box(limit), &mut packet);
+            let mut pos = 0;
+            let ty = get_varint(&packet, &mut pos).expect("type");
+            let value = get_varint(&packet, &mut pos).expect("value");
+            assert_eq!(ty, FRAME_MAX_DATA);
+            server
+                .set_field(field(FieldId::MaxTxData), PluginVal::U64(value))
+                .expect("write");
+        })
+    });
+    group.bench_function("wasm", |b| {
+        let mut packet = Vec::with_capacity(1200);
+        let mut written = Vec::new();
+        b.iter(|| {
+            packet.clear();
+            written.clear();
+            let c = &mut pair.client;
+            c.plugins
+                .write_frames(&mut c.conn, send_ctx(1), &mut packet, &mut written);
+            let s = &mut pair.server;
+            let mut pos = 0;
+            let ty = get_varint(&packet, &mut pos).expect("type");
+            let parsed = s
+                .plugins
+                .parse_frame(&mut s.conn, ty, &packet[pos..])
+                .expect("parse");
+            s.plugins
+                .process_frame(&mut s.conn, &Frame::Extension(parsed.frame), rx_ctx(1))
+                .expect("process");
+        })
+    });
+    group.finish();
+
+    // DUMMY ("super-frame"): send, receive, and the acknowledgement that
+    // frees the in-flight slot for the next iteration.
+    let mut dummies = MockPair::new(
+        &runtime,
+        std::slice::from_ref(&dummy),
+        std::slice::from_ref(&dummy),
+        1200,
+        0,
+    )
+    .expect("pair");
+    dummies.handshake();
+    c.bench_function("super-frame send and receive", |b| {
+        let mut packet = Vec::with_capacity(1200);
+        let mut written = Vec::new();
+        b.iter(|| {
+            packet.clear();
+            written.clear();
+            let c = &mut dummies.client;
+            c.plugins
+                .write_frames(&mut c.conn, send_ctx(1), &mut packet, &mut written);
+            let s = &mut dummies.server;
+            let mut pos = 0;
+            let ty = get_varint(&packet, &mut pos).expect("type");
+            assert_eq!(ty, FRAME_DUMMY);
+            let parsed = s
+                .plugins
+                .parse_frame(&mut s.conn, ty, &packet[pos..])
+                .expect("parse");
+            s.plugins
+                .process_frame(&mut s.conn, &Frame::Extension(parsed.frame), rx_ctx(1))
+                .expect("process");
+            c.plugins
+                .notify_frame(&mut c.conn, written[0].frame, FrameOutcome::Acked)
+                .expect("notify");
+        })
+    });
+
+    let mut group = c.benchmark_group("loading plugins");
+    group.sample_size(10);
+    let padding = plugin_bytes("padding");
+    group.bench_function("compile", |b| {
+        b.iter(|| {
+            runtime
+                .load_bytes("padding", black_box(&padding), &Grants::all())
+                .expect("load")
+        })
+    });
+    group.finish();
+
+    // Per connection: instantiation alone, and with every plugin's `init`.
+    let mut group = c.benchmark_group("instantiate 4 reference plugins");
+    group.bench_function("instantiate", |b| {
+        b.iter(|| runtime.connection(&reference).expect("attach"))
+    });
+    let mut conn = pair.client.conn.clone();
+    group.bench_function("instantiate and init", |b| {
+        b.iter(|| {
+            let mut set = runtime.connection(&reference).expect("attach");
+            assert!(set.init(&mut conn).is_empty());
+            set
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(runtime_benches, benches);
+criterion_main!(runtime_benches);

@@ -1,0 +1,131 @@
+//! Loading, two-phase enabling, and what a plugin set promises its stack.
+
+mod common;
+
+use common::*;
+use corequic_runtime::abi::{FieldId, PluginVal, SendPosition};
+use corequic_runtime::mock::{FRAME_ENCODING_ERROR, HEADER_LEN, TAG_LEN};
+use corequic_runtime::{Grants, LoadError, Plugin, PluginSet, Runtime};
+
+#[test]
+fn plugin_sets_can_move_between_threads() {
+    // Stacks such as quinn move connections across tasks and threads.
+    fn send<T: Send>() {}
+    fn send_sync<T: Send + Sync>() {}
+    send::<PluginSet>();
+    send_sync::<Plugin>();
+    send_sync::<Runtime>();
+}
+
+#[test]
+fn a_plugin_is_compiled_once_and_attached_to_many_connections() {
+    let dummy = plugin("dummy");
+    let mut pairs: Vec<_> = (0..20).map(|_| pair(&["dummy"], &["dummy"])).collect();
+    for p in &mut pairs {
+        p.handshake();
+        assert!(p.client.plugins.is_enabled("dummy"));
+    }
+    // Every connection has its own instance: state does not leak between them.
+    assert!(
+        pairs[0].run_until(2_000 * MS, |p| p.client.plugin_frames_acked.get(&0x42)
+            >= Some(&3))
+    );
+    assert_eq!(pairs[1].client.plugin_frames_sent.get(&0x42), None);
+    assert_eq!(dummy.name(), "dummy");
+}
+
+#[test]
+fn frames_are_offered_and_accepted_only_once_the_plugin_is_enabled() {
+    let mut p = pair(&["dummy"], &["dummy"]);
+    assert!(
+        !p.server.plugins.parses_frame_type(0x42),
+        "not before negotiation"
+    );
+    assert_eq!(
+        p.server
+            .plugins
+            .registrations(SendPosition::AfterAck)
+            .count(),
+        0
+    );
+    p.handshake();
+    assert!(p.server.plugins.parses_frame_type(0x42));
+    assert_eq!(
+        p.server
+            .plugins
+            .registrations(SendPosition::AfterAck)
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn a_plugin_whose_peer_lacks_it_stays_disabled_and_the_connection_works() {
+    let mut p = pair(&["dummy"], &[]);
+    p.handshake();
+    assert!(!p.client.plugins.is_enabled("dummy"));
+    assert!(p.transfer(30_000, 10_000 * MS));
+    assert_eq!(p.client.plugin_frames_sent.get(&0x42), None);
+}
+
+#[test]
+fn padding_alone_on_one_side_works() {
+    let mut p = pair(&["padding"], &[]);
+    p.handshake();
+    assert!(
+        p.client.plugins.is_enabled("padding"),
+        "no negotiation needed"
+    );
+    assert!(p.transfer(30_000, 10_000 * MS));
+    assert!(p.client.datagrams.iter().all(|d| d.size as u64 == MTU));
+}
+
+#[test]
+fn an_unknown_frame_type_closes_with_frame_encoding_error() {
+    let mut p = pair(&[], &["dummy"]);
+    p.handshake();
+    // A DUMMY frame (0x42) to a server whose DUMMY plugin never enabled.
+    let mut datagram = vec![0x40, 0, 0, 0, 1, 0x40, 0x42, 7];
+    datagram.extend([0; TAG_LEN]);
+    assert_eq!(datagram.len(), HEADER_LEN + 3 + TAG_LEN);
+    p.server.recv(&datagram);
+    let closed = p.server.closed.clone().expect("closed");
+    assert_eq!(closed.error_code, FRAME_ENCODING_ERROR);
+    assert!(closed.reason.contains("0x42"), "{}", closed.reason);
+}
+
+#[test]
+fn grants_and_manifest_bound_what_a_plugin_may_touch() {
+    // The BDP plugin declares only these; a grant of everything does not
+    // widen what it may do at run time.
+    let bdp = plugin("bdp");
+    let m = bdp.manifest();
+    assert_eq!(m.reads, vec![FieldId::IsServer]);
+    assert_eq!(m.writes, vec![FieldId::CongestionWindow, FieldId::Ssthresh]);
+    assert_eq!(m.abi_version, corequic_runtime::abi::ABI_VERSION);
+}
+
+#[test]
+fn a_file_that_is_not_a_plugin_is_refused_with_a_clear_error() {
+    let err = runtime().load_bytes("garbage.wasm", b"\0asm garbage", &Grants::all());
+    match err {
+        Err(LoadError::Compile { plugin, message }) => {
+            assert_eq!(plugin, "garbage.wasm");
+            assert!(!message.is_empty());
+        }
+        other => panic!("expected a compile error, got {other:?}"),
+    }
+    let missing = runtime().load_file("no/such/plugin.wasm".as_ref(), &Grants::all());
+    assert!(matches!(missing, Err(LoadError::Compile { .. })));
+}
+
+#[test]
+fn plugin_control_runs_before_the_plugin_is_enabled() {
+    let mut p = pair(&["bdp"], &["bdp"]);
+    assert!(!p.client.plugins.is_enabled("bdp"));
+    let r = p
+        .client
+        .plugins
+        .plugin_control(&mut p.client.conn, 0x80000, &[PluginVal::U64(50_000)]);
+    assert_eq!(r, Ok(vec![]));
+}

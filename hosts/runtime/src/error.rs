@@ -119,6 +119,9 @@ pub enum FaultKind {
     Deadline,
     /// The plugin tried to grow its memory past the limit.
     Memory,
+    /// `init` returned an error (not a fault, but the plugin is removed so
+    /// that a half-initialised plugin never runs).
+    InitFailed,
 }
 
 /// A plugin fault: the plugin is removed from the connection.
@@ -142,6 +145,7 @@ impl fmt::Display for Fault {
             FaultKind::Trap => "trapped",
             FaultKind::Deadline => "exceeded its CPU deadline",
             FaultKind::Memory => "exceeded its memory limit",
+            FaultKind::InitFailed => "failed",
         };
         write!(
             f,
@@ -160,7 +164,12 @@ pub enum RoutineError {
     /// No enabled plugin is bound to this routine and parameter.
     NotBound,
     /// The DEFINE plugin returned an error.
-    Plugin(abi::Error),
+    Plugin {
+        /// The plugin's name (for the stack's close reason, CQ-ROUTINE-21).
+        plugin: String,
+        /// What it returned.
+        error: abi::Error,
+    },
     /// The DEFINE plugin returned a result that breaks the specification
     /// (e.g. `parse-frame` consumed more bytes than available).
     InvalidResult(String),
@@ -174,7 +183,9 @@ impl fmt::Display for RoutineError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RoutineError::NotBound => write!(f, "no plugin is bound to this routine"),
-            RoutineError::Plugin(e) => write!(f, "plugin returned an error: {e}"),
+            RoutineError::Plugin { plugin, error } => {
+                write!(f, "plugin {plugin} returned an error: {error}")
+            }
             RoutineError::InvalidResult(m) => write!(f, "plugin returned an invalid result: {m}"),
             RoutineError::Fault(fault) => fault.fmt(f),
             RoutineError::Removed(fault) => write!(f, "the plugin was removed: {fault}"),

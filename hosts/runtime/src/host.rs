@@ -29,13 +29,10 @@ pub trait HostConnection {
     /// The connection's current time, in nanoseconds since its epoch.
     fn now(&self) -> u64;
 
-    /// Queue a standard frame (at least PING and PATH_CHALLENGE).
-    fn send_frame(&mut self, frame: Frame) -> Result<(), abi::Error> {
-        Err(abi::Error::Unsupported(format!(
-            "frame type {:#x} cannot be queued by this host",
-            frame.frame_type()
-        )))
-    }
+    /// Queue a standard frame for the next packet. Hosts must accept PING
+    /// and PATH_CHALLENGE (CQ-API-14) and may return `unsupported` for
+    /// other frames.
+    fn send_frame(&mut self, frame: Frame) -> Result<(), abi::Error>;
 
     /// Receive a plugin's log record.
     fn log(&mut self, record: LogRecord) {

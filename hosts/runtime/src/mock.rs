@@ -14,7 +14,7 @@
 
 use crate::abi::{
     AckFrame, Anchor, Error, ExtFrame, FieldId, FieldRef, Frame, FrameOutcome, PacketType,
-    PluginVal, PnSpace, RxContext, SendContext, SendPosition,
+    PluginVal, PnSpace, RxContext, SendContext, SendPosition, StreamFrame,
 };
 use crate::error::LoadError;
 use crate::host::{HostConnection, LogRecord};
@@ -570,6 +570,8 @@ impl MockEndpoint {
             };
             ack_eliciting |= !matches!(ty, 0x00 | 0x02 | 0x03 | 0x1c | 0x1d);
             if let Err(reason) = self.recv_frame(ty, payload, &mut pos, ctx) {
+                // A plugin fault's close comes first (CQ-LIMIT-10).
+                self.check_close_request();
                 self.close(FRAME_ENCODING_ERROR, reason);
             }
             self.check_close_request();
@@ -585,6 +587,14 @@ impl MockEndpoint {
             .observe_frame(&mut self.conn, anchor, frame, ctx);
     }
 
+    /// Observers around a standard frame with no native processing to do.
+    fn observe_native(&mut self, frame: Frame, ctx: RxContext) {
+        if self.plugins.observes_frame_type(frame.frame_type()) {
+            self.observed(Anchor::Before, &frame, ctx);
+            self.observed(Anchor::After, &frame, ctx);
+        }
+    }
+
     fn recv_frame(
         &mut self,
         ty: u64,
@@ -595,11 +605,13 @@ impl MockEndpoint {
         let short = || "truncated frame".to_string();
         match ty {
             0x00 => {
+                let start = *pos - 1;
                 while payload.get(*pos) == Some(&0) {
                     *pos += 1;
                 }
+                self.observe_native(Frame::Padding((*pos - start) as u64), ctx);
             }
-            0x01 => {}
+            0x01 => self.observe_native(Frame::Ping, ctx),
             0x02 => {
                 let largest = get_varint(payload, pos).ok_or_else(short)?;
                 let delay = get_varint(payload, pos).ok_or_else(short)?;
@@ -641,9 +653,21 @@ impl MockEndpoint {
                 if self.stream_in.len() < end {
                     self.stream_in.resize(end, 0);
                 }
+                let frame = Frame::Stream(StreamFrame {
+                    stream_id: 0,
+                    offset: off,
+                    length: len,
+                    fin: ty & 0x01 != 0,
+                });
+                if self.plugins.observes_frame_type(0x08) {
+                    self.observed(Anchor::Before, &frame, ctx);
+                }
                 self.stream_in[off as usize..end].copy_from_slice(data);
                 if self.stream_seen.insert(off) {
                     self.conn.rx_data += len;
+                }
+                if self.plugins.observes_frame_type(0x08) {
+                    self.observed(Anchor::After, &frame, ctx);
                 }
             }
             0x1a | 0x1b => {
@@ -653,7 +677,10 @@ impl MockEndpoint {
                 d.copy_from_slice(bytes);
                 let data = u64::from_be_bytes(d);
                 if ty == 0x1a {
+                    let frame = Frame::PathChallenge(data);
+                    self.observed(Anchor::Before, &frame, ctx);
                     self.conn.queued.push(Frame::PathResponse(data));
+                    self.observed(Anchor::After, &frame, ctx);
                 } else {
                     let frame = Frame::PathResponse(data);
                     self.observed(Anchor::Before, &frame, ctx);
@@ -679,6 +706,7 @@ impl MockEndpoint {
                 *pos += parsed.consumed as usize;
                 let frame = Frame::Extension(parsed.frame);
                 if let Err(e) = self.plugins.process_frame(&mut self.conn, &frame, ctx) {
+                    self.check_close_request();
                     self.close(PROTOCOL_VIOLATION, format!("frame {ty:#x}: {e}"));
                 }
             }

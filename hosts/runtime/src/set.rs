@@ -11,7 +11,7 @@ use crate::abi::{
 };
 use crate::config::MAX_TRANSPORT_PARAMETER_LEN;
 use crate::error::{CloseRequest, Fault, FaultKind, LoadError, RoutineError};
-use crate::host::HostConnection;
+use crate::host::{HostConnection, LogRecord};
 use crate::runtime::{Plugin, PluginInfo, Runtime};
 use crate::state::{InBufRep, OutBufRep, PluginState, Scope};
 use std::collections::HashMap;
@@ -112,6 +112,8 @@ pub struct PluginSet {
     close: Option<CloseRequest>,
     /// Reused by `write_frames` so the send path does not allocate.
     regs_scratch: Vec<FrameRegistration>,
+    /// Faults not yet taken by the stack.
+    faults: Vec<Fault>,
 }
 
 fn erase(conn: &mut dyn HostConnection) -> *mut (dyn HostConnection + 'static) {
@@ -194,6 +196,7 @@ impl PluginSet {
             deadline_ticks: runtime.deadline_ticks(),
             close: None,
             regs_scratch: Vec::new(),
+            faults: Vec::new(),
         })
     }
 
@@ -250,6 +253,7 @@ impl PluginSet {
                     });
                 }
                 slot.removed = Some(fault.clone());
+                self.faults.push(fault.clone());
                 // Dropping the store releases the instance back to the pool.
                 drop(live);
                 Err(CallFailure::Fault(fault))
@@ -288,7 +292,10 @@ impl PluginSet {
                 }) {
                     Ok(r) => Ok(r),
                     Err(CallFailure::Unavailable) => Err(RoutineError::NotBound),
-                    Err(CallFailure::Plugin(e)) => Err(RoutineError::Plugin(e)),
+                    Err(CallFailure::Plugin(error)) => Err(RoutineError::Plugin {
+                        plugin: self.slots[idx].info.name.clone(),
+                        error,
+                    }),
                     Err(CallFailure::Fault(fault)) => Err(RoutineError::Fault(fault)),
                 }
             }
@@ -320,9 +327,31 @@ impl PluginSet {
                 _ => self.routes[rid].after[k],
             };
             if self.usable(idx, routine) {
-                // Observers' results and errors do not change the routine.
-                let _ = self.invoke(conn, idx, anchor, routine.name(), |b, s| f(b, s, anchor));
+                // Observers' results and errors do not change the routine
+                // (CQ-ANCHOR-6); errors are counted by `invoke` and logged.
+                let r = self.invoke(conn, idx, anchor, routine.name(), |b, s| f(b, s, anchor));
+                self.log_ignored(conn, idx, routine.name(), anchor, r);
             }
+        }
+    }
+
+    /// Log an error result the routine ignores (observers, on-frame-reserved,
+    /// notify-frame, timeouts).
+    fn log_ignored<R>(
+        &self,
+        conn: &mut dyn HostConnection,
+        idx: usize,
+        routine: &str,
+        anchor: Anchor,
+        result: Result<R, CallFailure>,
+    ) {
+        if let Err(CallFailure::Plugin(error)) = result {
+            conn.log(LogRecord {
+                plugin: self.slots[idx].info.name.clone(),
+                level: abi::LogLevel::Warn,
+                message: format!("{routine} ({}) returned an error: {error}", anchor.name()),
+                fields: Vec::new(),
+            });
         }
     }
 
@@ -338,16 +367,22 @@ impl PluginSet {
             let name = self.slots[idx].info.name.clone();
             match r {
                 Ok(()) | Err(CallFailure::Unavailable) => {}
-                Err(CallFailure::Plugin(e)) => {
+                Err(CallFailure::Plugin(error)) => {
                     self.slots[idx].live = None;
                     self.slots[idx].removed = Some(Fault {
                         plugin: name.clone(),
                         routine: "init",
                         anchor: Anchor::Define,
-                        kind: FaultKind::Trap,
-                        message: format!("init returned an error: {e}"),
+                        kind: FaultKind::InitFailed,
+                        message: error.to_string(),
                     });
-                    failures.push((name, RoutineError::Plugin(e)));
+                    failures.push((
+                        name.clone(),
+                        RoutineError::Plugin {
+                            plugin: name,
+                            error,
+                        },
+                    ));
                 }
                 Err(CallFailure::Fault(f)) => failures.push((name, RoutineError::Fault(f))),
             }
@@ -614,21 +649,26 @@ impl PluginSet {
                 in_flight: reg.in_flight,
                 len,
             });
-            // Errors of on-frame-reserved cannot take the frame back.
-            let _ = self.on_frame_reserved(conn, frame, ctx);
+            // Errors of on-frame-reserved cannot take the frame back; they
+            // are logged (CQ-ROUTINE-14).
+            if let Err(e @ RoutineError::Plugin { .. }) = self.on_frame_reserved(conn, frame, ctx) {
+                self.log_routine_error(conn, "on-frame-reserved", &e);
+            }
         }
         self.regs_scratch = regs;
         out.len() - start
     }
 
-    /// Routine `notify-frame`: the packet carrying `frame` was acked or lost.
+    /// Routine `notify-frame`: the packet carrying `frame` was acked or
+    /// lost. Errors the plugin returns are logged (CQ-ROUTINE-15) and
+    /// returned for information; the stack has nothing to undo.
     pub fn notify_frame(
         &mut self,
         conn: &mut dyn HostConnection,
         frame: ExtFrame,
         outcome: FrameOutcome,
     ) -> Result<(), RoutineError> {
-        self.run(
+        let r = self.run(
             conn,
             Routine::NotifyFrame,
             frame.frame_type,
@@ -636,7 +676,22 @@ impl PluginSet {
                 b.core_quic_plugin_routines()
                     .call_notify_frame(s, anchor, frame, outcome)
             },
-        )
+        );
+        if let Err(e @ RoutineError::Plugin { .. }) = &r {
+            self.log_routine_error(conn, "notify-frame", e);
+        }
+        r
+    }
+
+    fn log_routine_error(&self, conn: &mut dyn HostConnection, routine: &str, e: &RoutineError) {
+        if let RoutineError::Plugin { plugin, error } = e {
+            conn.log(LogRecord {
+                plugin: plugin.clone(),
+                level: abi::LogLevel::Warn,
+                message: format!("{routine} returned an error: {error}"),
+                fields: Vec::new(),
+            });
+        }
     }
 
     /// Whether an enabled plugin DEFINEs `parse-frame` for this frame type.
@@ -842,6 +897,13 @@ impl PluginSet {
             (i != except && live.store.data().transport_parameters.contains(&id))
                 .then_some(s.info.name.as_str())
         })
+    }
+
+    /// Faults since the last call, oldest first: each names the plugin, the
+    /// routine, the anchor and the cause (CQ-LIMIT-6). Faults the stack saw
+    /// as a [`RoutineError::Fault`] are included too.
+    pub fn take_faults(&mut self) -> Vec<Fault> {
+        std::mem::take(&mut self.faults)
     }
 
     /// A request to close the connection, set when a plugin that defines

@@ -149,7 +149,7 @@ fn reads_and_writes_beyond_the_manifest_are_denied() {
         .plugins
         .plugin_control(&mut p.client.conn, READ_UNDECLARED, &[]);
     assert!(
-        matches!(&read, Err(RoutineError::Plugin(Error::Denied(m))) if m.contains("congestion-window")),
+        matches!(&read, Err(RoutineError::Plugin { error: Error::Denied(m), .. }) if m.contains("congestion-window")),
         "{read:?}"
     );
     let write = p
@@ -157,7 +157,13 @@ fn reads_and_writes_beyond_the_manifest_are_denied() {
         .plugins
         .plugin_control(&mut p.client.conn, WRITE_UNDECLARED, &[]);
     assert!(
-        matches!(&write, Err(RoutineError::Plugin(Error::Denied(_)))),
+        matches!(
+            &write,
+            Err(RoutineError::Plugin {
+                error: Error::Denied(_),
+                ..
+            })
+        ),
         "{write:?}"
     );
     assert_eq!(
@@ -186,7 +192,7 @@ fn mutation_from_an_after_anchor_is_denied() {
         .plugins
         .plugin_control(&mut p.server.conn, OBSERVER_LAST_ERROR, &[]);
     assert!(
-        matches!(&r, Err(RoutineError::Plugin(Error::Denied(m))) if m.contains("after anchor")),
+        matches!(&r, Err(RoutineError::Plugin { error: Error::Denied(m), .. }) if m.contains("after anchor")),
         "{r:?}"
     );
     assert!(!p.server.conn.sending_halted);
@@ -321,7 +327,13 @@ fn a_write_past_a_buffer_bound_is_refused() {
         .plugins
         .plugin_control(&mut p.client.conn, LAST_ERROR, &[]);
     let cap = corequic_runtime::config::MAX_TRANSPORT_PARAMETER_LEN as u64;
-    assert_eq!(r, Err(RoutineError::Plugin(Error::BufferTooShort(cap + 1))));
+    assert_eq!(
+        r,
+        Err(RoutineError::Plugin {
+            plugin: "hostile".into(),
+            error: Error::BufferTooShort(cap + 1)
+        })
+    );
 }
 
 #[test]

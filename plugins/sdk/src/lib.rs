@@ -27,7 +27,8 @@
 //! Build for `wasm32-unknown-unknown` and turn the module into a component
 //! (the repository's Makefile does both). No WASI is needed. The SDK is
 //! `no_std`: it brings a small size-class allocator and a panic handler that
-//! traps, which keeps plugins in the 10–20 KB range. Plugin crates declare
+//! traps, so a plugin component is mostly its export glue (see
+//! `docs/measurements.md` for sizes). Plugin crates declare
 //! `#![cfg_attr(target_arch = "wasm32", no_std)]` and `extern crate alloc;`.
 
 #![no_std]

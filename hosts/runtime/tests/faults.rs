@@ -30,6 +30,7 @@ fn fault_kind(r: &Result<Vec<PluginVal>, RoutineError>) -> Option<FaultKind> {
     }
 }
 
+/// CQ-VER-7.
 #[test]
 fn abi_version_mismatch_is_refused_naming_both_versions() {
     let err = runtime()
@@ -50,6 +51,7 @@ fn abi_version_mismatch_is_refused_naming_both_versions() {
     );
 }
 
+/// CQ-VER-6.
 #[test]
 fn abi_compatibility_follows_semver() {
     assert!(abi::abi_compatible("0.1.0", "0.1.0"));
@@ -63,6 +65,7 @@ fn abi_compatibility_follows_semver() {
     assert!(!abi::abi_compatible("garbage", "0.1.0"));
 }
 
+/// CQ-VER-2, CQ-VER-5.
 #[test]
 fn the_runtime_implements_the_wit_package_version() {
     let wit = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../wit/types.wit"))
@@ -74,6 +77,7 @@ fn the_runtime_implements_the_wit_package_version() {
     );
 }
 
+/// CQ-LOAD-6.
 #[test]
 fn a_field_the_host_does_not_support_is_refused_at_load() {
     let mut caps = HostCapabilities::full();
@@ -103,6 +107,7 @@ fn a_field_the_host_does_not_support_is_refused_at_load() {
     }
 }
 
+/// CQ-LOAD-7.
 #[test]
 fn permissions_not_granted_are_refused_at_load() {
     let err = runtime()
@@ -120,6 +125,7 @@ fn permissions_not_granted_are_refused_at_load() {
     assert!(Grants::parse("read=no-such-field").is_err());
 }
 
+/// CQ-LOAD-12.
 #[test]
 fn two_plugins_defining_the_same_routine_conflict() {
     let bdp = plugin("bdp");
@@ -141,6 +147,7 @@ fn two_plugins_defining_the_same_routine_conflict() {
     }
 }
 
+/// CQ-PERM-3, CQ-PERM-7, CQ-PERM-9.
 #[test]
 fn reads_and_writes_beyond_the_manifest_are_denied() {
     let mut p = pair(&["test-hostile"], &[]);
@@ -176,6 +183,7 @@ fn reads_and_writes_beyond_the_manifest_are_denied() {
     assert_eq!(stats[0].removed, None, "a denial is not a fault");
 }
 
+/// CQ-ANCHOR-7, CQ-PERM-5.
 #[test]
 fn mutation_from_an_after_anchor_is_denied() {
     let mut p = pair(&[], &["test-observer"]);
@@ -198,6 +206,7 @@ fn mutation_from_an_after_anchor_is_denied() {
     assert!(!p.server.conn.sending_halted);
 }
 
+/// CQ-LIMIT-2, CQ-LIMIT-5, CQ-LIMIT-7, CQ-LIMIT-8, CQ-CTRL-2.
 #[test]
 fn an_infinite_loop_hits_the_deadline_and_only_that_plugin_goes() {
     let mut p = pair(&["test-hostile", "probe"], &[]);
@@ -231,6 +240,7 @@ fn an_infinite_loop_hits_the_deadline_and_only_that_plugin_goes() {
     );
 }
 
+/// CQ-LIMIT-3, CQ-LIMIT-5.
 #[test]
 fn a_memory_bomb_hits_the_memory_limit() {
     let mut p = pair(&["test-hostile", "probe"], &[]);
@@ -245,6 +255,7 @@ fn a_memory_bomb_hits_the_memory_limit() {
     );
 }
 
+/// CQ-LIMIT-4, CQ-LIMIT-6.
 #[test]
 fn a_trap_is_a_typed_fault() {
     let mut p = pair(&["test-hostile"], &[]);
@@ -256,6 +267,7 @@ fn a_trap_is_a_typed_fault() {
     assert!(p.client.plugins.stats()[0].removed.is_some());
 }
 
+/// CQ-LIMIT-8, CQ-LIMIT-10.
 #[test]
 fn a_trap_in_define_closes_the_connection_with_an_application_error() {
     let mut p = pair(&["test-hostile", "probe"], &[]);
@@ -278,6 +290,7 @@ fn a_trap_in_define_closes_the_connection_with_an_application_error() {
     );
 }
 
+/// CQ-LIMIT-7, CQ-LIMIT-8 (an observer's fault does not close).
 #[test]
 fn a_trap_in_after_removes_the_observer_and_the_transfer_completes() {
     let mut p = pair(&[], &["test-observer", "ack-logger"]);
@@ -314,6 +327,7 @@ fn a_trap_in_after_removes_the_observer_and_the_transfer_completes() {
     );
 }
 
+/// CQ-BUF-4, CQ-ROUTINE-7 (a failed TP is omitted).
 #[test]
 fn a_write_past_a_buffer_bound_is_refused() {
     let mut p = pair(&["test-hostile"], &[]);
@@ -336,6 +350,7 @@ fn a_write_past_a_buffer_bound_is_refused() {
     );
 }
 
+/// CQ-CTRL-2.
 #[test]
 fn plugin_control_to_a_missing_id_is_not_bound() {
     let mut p = pair(&["probe"], &[]);

@@ -7,6 +7,7 @@ use corequic_runtime::abi::{FieldId, PluginVal, SendPosition};
 use corequic_runtime::mock::{FRAME_ENCODING_ERROR, HEADER_LEN, TAG_LEN};
 use corequic_runtime::{Grants, LoadError, Plugin, PluginSet, Runtime};
 
+/// Stacks move connections between threads (quinn, s2n-quic).
 #[test]
 fn plugin_sets_can_move_between_threads() {
     // Stacks such as quinn move connections across tasks and threads.
@@ -17,6 +18,7 @@ fn plugin_sets_can_move_between_threads() {
     send_sync::<Runtime>();
 }
 
+/// CQ-LOAD-1, CQ-LOAD-13.
 #[test]
 fn a_plugin_is_compiled_once_and_attached_to_many_connections() {
     let dummy = plugin("dummy");
@@ -34,6 +36,7 @@ fn a_plugin_is_compiled_once_and_attached_to_many_connections() {
     assert_eq!(dummy.name(), "dummy");
 }
 
+/// CQ-LOAD-16, CQ-LOAD-17.
 #[test]
 fn frames_are_offered_and_accepted_only_once_the_plugin_is_enabled() {
     let mut p = pair(&["dummy"], &["dummy"]);
@@ -59,6 +62,7 @@ fn frames_are_offered_and_accepted_only_once_the_plugin_is_enabled() {
     );
 }
 
+/// CQ-LOAD-19.
 #[test]
 fn a_plugin_whose_peer_lacks_it_stays_disabled_and_the_connection_works() {
     let mut p = pair(&["dummy"], &[]);
@@ -68,6 +72,7 @@ fn a_plugin_whose_peer_lacks_it_stays_disabled_and_the_connection_works() {
     assert_eq!(p.client.plugin_frames_sent.get(&0x42), None);
 }
 
+/// CQ-LOAD-20 (no negotiation: enable from init).
 #[test]
 fn padding_alone_on_one_side_works() {
     let mut p = pair(&["padding"], &[]);
@@ -80,6 +85,7 @@ fn padding_alone_on_one_side_works() {
     assert!(p.client.datagrams.iter().all(|d| d.size as u64 == MTU));
 }
 
+/// CQ-LOAD-17, CQ-RECV-1.
 #[test]
 fn an_unknown_frame_type_closes_with_frame_encoding_error() {
     let mut p = pair(&[], &["dummy"]);
@@ -94,6 +100,7 @@ fn an_unknown_frame_type_closes_with_frame_encoding_error() {
     assert!(closed.reason.contains("0x42"), "{}", closed.reason);
 }
 
+/// CQ-PERM-3.
 #[test]
 fn grants_and_manifest_bound_what_a_plugin_may_touch() {
     // The BDP plugin declares only these; a grant of everything does not
@@ -105,6 +112,7 @@ fn grants_and_manifest_bound_what_a_plugin_may_touch() {
     assert_eq!(m.abi_version, corequic_runtime::abi::ABI_VERSION);
 }
 
+/// CQ-LOAD-2.
 #[test]
 fn a_file_that_is_not_a_plugin_is_refused_with_a_clear_error() {
     let err = runtime().load_bytes("garbage.wasm", b"\0asm garbage", &Grants::all());
@@ -119,6 +127,7 @@ fn a_file_that_is_not_a_plugin_is_refused_with_a_clear_error() {
     assert!(matches!(missing, Err(LoadError::Compile { .. })));
 }
 
+/// CQ-LOAD-16, CQ-CTRL-4.
 #[test]
 fn plugin_control_runs_before_the_plugin_is_enabled() {
     let mut p = pair(&["bdp"], &["bdp"]);
@@ -128,4 +137,58 @@ fn plugin_control_runs_before_the_plugin_is_enabled() {
         .plugins
         .plugin_control(&mut p.client.conn, 0x80000, &[PluginVal::U64(50_000)]);
     assert_eq!(r, Ok(vec![]));
+}
+
+/// CQ-LOAD-1 (compile once per process; optional disk cache).
+#[test]
+fn precompiled_artifacts_are_cached_on_disk_and_rebuilt_when_bad() {
+    use corequic_runtime::{HostCapabilities, RuntimeConfig};
+    let dir = std::env::temp_dir().join(format!("corequic-cache-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let config = RuntimeConfig {
+        pooling: false,
+        cache_dir: Some(dir.clone()),
+        ..Default::default()
+    };
+    let rt = Runtime::new(config, HostCapabilities::full()).expect("runtime");
+    let load = || {
+        rt.load_file(&plugin_path("probe"), &Grants::all())
+            .expect("load")
+    };
+
+    load();
+    let files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("cache dir")
+        .flatten()
+        .collect();
+    assert_eq!(files.len(), 1, "one artifact per plugin");
+    let artifact = files[0].path();
+    let written = std::fs::metadata(&artifact)
+        .and_then(|m| m.modified())
+        .expect("mtime");
+
+    // A second load deserializes the artifact instead of compiling and writing.
+    let probe = load();
+    let again = std::fs::metadata(&artifact)
+        .and_then(|m| m.modified())
+        .expect("mtime");
+    assert_eq!(written, again, "the artifact was reused, not rewritten");
+    let mut set = rt.connection(&[probe]).expect("attach");
+    let mut conn = corequic_runtime::mock::MockPair::new(&rt, &[], &[], MTU, MS)
+        .expect("pair")
+        .client
+        .conn;
+    assert_eq!(
+        set.plugin_control(&mut conn, 2, &[]),
+        Ok(vec![PluginVal::None])
+    );
+
+    // A corrupt artifact is ignored and replaced.
+    std::fs::write(&artifact, b"not an artifact").expect("corrupt");
+    load();
+    assert!(
+        std::fs::metadata(&artifact).expect("artifact").len() > 100,
+        "rewritten"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -17,6 +17,7 @@ fn log_has(logs: &[corequic_runtime::LogRecord], plugin: &str, message: &str) ->
         .count()
 }
 
+/// Appendix A (padding); CQ-SEND-3 (the `end` position gets the remaining room).
 #[test]
 fn padding_fills_every_datagram_to_the_mtu() {
     let mut p = pair(&[], &["padding"]);
@@ -36,6 +37,7 @@ fn padding_fills_every_datagram_to_the_mtu() {
     assert!(p.client.datagrams.iter().any(|d| (d.size as u64) < MTU));
 }
 
+/// CQ-SEND-8 (`sending-halted`), CQ-TIMER-5 (the resume timer fires once).
 #[test]
 fn padding_halts_after_each_packet_and_resumes_on_its_timer() {
     let mut p = pair(&[], &["padding"]);
@@ -59,6 +61,7 @@ fn padding_halts_after_each_packet_and_resumes_on_its_timer() {
     assert!(p.server.poll_transmit().is_some());
 }
 
+/// CQ-CTRL-2, CQ-CTRL-5 (plugin-control from the application).
 #[test]
 fn padding_toggles_through_plugin_control() {
     let mut p = pair(&[], &["padding"]);
@@ -89,6 +92,7 @@ fn padding_toggles_through_plugin_control() {
     );
 }
 
+/// CQ-API-14 (PATH_CHALLENGE through send-frame), CQ-RECV-5 (AFTER observer of PATH_RESPONSE).
 #[test]
 fn probe_returns_the_path_latency_through_plugin_control() {
     let mut p = pair(&["probe"], &[]);
@@ -144,6 +148,7 @@ fn bdp_pair(window: u64) -> corequic_runtime::mock::MockPair {
     p
 }
 
+/// CQ-ROUTINE-7 (TP sent), CQ-LOAD-16 (enable after negotiation), CQ-ROUTINE-15 (notify once).
 #[test]
 fn bdp_sets_the_servers_window_from_frame_0xbd_once() {
     let mut p = bdp_pair(60_000);
@@ -167,6 +172,7 @@ fn bdp_sets_the_servers_window_from_frame_0xbd_once() {
     );
 }
 
+/// CQ-SEND-7, CQ-ROUTINE-15 (loss reported per frame; the plugin resends).
 #[test]
 fn bdp_resends_frame_0xbd_when_lost() {
     let mut p = bdp_pair(60_000);
@@ -186,6 +192,7 @@ fn bdp_resends_frame_0xbd_when_lost() {
     assert_eq!(p.client.plugin_frames_sent.get(&FRAME_BDP), Some(&2));
 }
 
+/// Appendix A (BDP validates the window).
 #[test]
 fn bdp_refuses_an_absurd_window() {
     let mut p = bdp_pair(1 << 40);
@@ -205,6 +212,7 @@ fn bdp_refuses_an_absurd_window() {
     assert!(p.server.closed.is_none() && p.client.closed.is_none());
 }
 
+/// CQ-LOAD-19 (no peer TP: the plugin stays disabled).
 #[test]
 fn bdp_against_a_peer_without_it_negotiates_nothing() {
     let mut p = pair(&["bdp"], &[]);
@@ -219,6 +227,7 @@ fn bdp_against_a_peer_without_it_negotiates_nothing() {
     assert_eq!(p.client.plugin_frames_sent.get(&FRAME_BDP), None);
 }
 
+/// CQ-CTRL-3 (plugin-control between plugins), CQ-CTRL-2 (`not-found` without a callee).
 #[test]
 fn dummy_keeps_one_frame_in_flight_and_toggles_padding_every_four() {
     let mut p = pair(&["padding", "dummy"], &["dummy"]);
@@ -283,6 +292,7 @@ fn dummy_keeps_one_frame_in_flight_and_toggles_padding_every_four() {
     assert!(p.client.closed.is_none() && p.server.closed.is_none());
 }
 
+/// Appendix A (DUMMY + padding, the paper's Fig. 6).
 #[test]
 fn dummy_toggles_are_visible_in_the_clients_datagram_sizes() {
     let mut p = pair(&["padding", "dummy"], &["dummy"]);
@@ -315,6 +325,7 @@ fn dummy_toggles_are_visible_in_the_clients_datagram_sizes() {
     );
 }
 
+/// CQ-ANCHOR-3 (AFTER runs after native processing), CQ-RECV-5.
 #[test]
 fn ack_logger_logs_each_ack_after_it_was_processed() {
     let mut p = pair(&[], &["ack-logger"]);

@@ -105,13 +105,7 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
             .copied()
             .unwrap_or(0)
     );
-    let logged = pair
-        .server
-        .conn
-        .logs
-        .iter()
-        .filter(|r| r.plugin == "ack-logger")
-        .count();
+    let logged = pair.server.conn.log_count("ack-logger", None);
     println!(
         "ack-logger  {logged} log lines for {} ACKs processed by the server",
         pair.server.acks_processed

@@ -148,6 +148,16 @@ impl MockConnection {
     }
 }
 
+impl MockConnection {
+    /// How many log records `plugin` emitted (with `message`, if given).
+    pub fn log_count(&self, plugin: &str, message: Option<&str>) -> usize {
+        self.logs
+            .iter()
+            .filter(|r| r.plugin == plugin && message.is_none_or(|m| r.message == m))
+            .count()
+    }
+}
+
 fn opt(v: Option<u64>) -> PluginVal {
     v.map_or(PluginVal::None, PluginVal::U64)
 }

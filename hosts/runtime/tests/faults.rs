@@ -314,13 +314,7 @@ fn a_trap_in_after_removes_the_observer_and_the_transfer_completes() {
             .is_some_and(|r| r.contains("process-frame (after)"))
     );
     assert_eq!(stats[1].removed, None);
-    let logged = p
-        .server
-        .conn
-        .logs
-        .iter()
-        .filter(|r| r.plugin == "ack-logger")
-        .count();
+    let logged = p.server.conn.log_count("ack-logger", None);
     assert_eq!(
         logged as u64, p.server.acks_processed,
         "the other plugin saw every ACK"

@@ -11,12 +11,6 @@ const BDP_SET_WINDOW: u64 = 0x80000;
 const FRAME_BDP: u64 = 0xBD;
 const FRAME_DUMMY: u64 = 0x42;
 
-fn log_has(logs: &[corequic_runtime::LogRecord], plugin: &str, message: &str) -> usize {
-    logs.iter()
-        .filter(|r| r.plugin == plugin && r.message == message)
-        .count()
-}
-
 /// Appendix A (padding); CQ-SEND-3 (the `end` position gets the remaining room).
 #[test]
 fn padding_fills_every_datagram_to_the_mtu() {
@@ -167,7 +161,9 @@ fn bdp_sets_the_servers_window_from_frame_0xbd_once() {
         "sent exactly once"
     );
     assert_eq!(
-        log_has(&p.server.conn.logs, "bdp", "congestion window resumed"),
+        p.server
+            .conn
+            .log_count("bdp", Some("congestion window resumed")),
         1
     );
 }
@@ -233,7 +229,7 @@ fn dummy_keeps_one_frame_in_flight_and_toggles_padding_every_four() {
     let mut p = pair(&["padding", "dummy"], &["dummy"]);
     p.handshake();
     let toggled = p.run_until(20_000 * MS, |p| {
-        log_has(&p.client.conn.logs, "dummy", "padding toggled") >= 2
+        p.client.conn.log_count("dummy", Some("padding toggled")) >= 2
     });
     assert!(toggled, "two toggles happened");
     for ep in [&p.client, &p.server] {
@@ -298,7 +294,7 @@ fn dummy_toggles_are_visible_in_the_clients_datagram_sizes() {
     let mut p = pair(&["padding", "dummy"], &["dummy"]);
     p.handshake();
     p.run_until(20_000 * MS, |p| {
-        log_has(&p.client.conn.logs, "dummy", "padding toggled") >= 1
+        p.client.conn.log_count("dummy", Some("padding toggled")) >= 1
     });
     let toggled_at = p.now;
     let before: Vec<_> = p
@@ -331,7 +327,7 @@ fn ack_logger_logs_each_ack_after_it_was_processed() {
     let mut p = pair(&[], &["ack-logger"]);
     p.handshake();
     assert!(p.transfer(40_000, 10_000 * MS));
-    let logs = log_has(&p.server.conn.logs, "ack-logger", "ack processed");
+    let logs = p.server.conn.log_count("ack-logger", Some("ack processed"));
     assert!(logs > 0);
     assert_eq!(
         logs as u64, p.server.acks_processed,

@@ -59,12 +59,17 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
     pair.handshake();
     let c = &mut pair.client;
     c.plugins.plugin_control(&mut c.conn, 1, &[])?;
+    let initial_window = pair.server.conn.cwnd;
     let ok = pair.transfer(FILE, 60_000 * MS);
+    // Keep the connection alive until DUMMY has toggled padding twice.
+    pair.run_until(pair.now + 5_000 * MS, |p| {
+        p.client.conn.log_count("dummy", Some("padding toggled")) >= 2
+    });
     let c = &mut pair.client;
     let latency = c.plugins.plugin_control(&mut c.conn, 2, &[])?;
 
     println!(
-        "mock connection: {FILE} bytes in {:.0} ms of virtual time, byte-exact: {ok}",
+        "mock connection: {FILE} bytes, byte-exact: {ok}; {:.0} ms of virtual time in all",
         pair.now as f64 / 1e6
     );
     let sizes = &pair.client.datagrams;
@@ -76,7 +81,7 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
     );
     println!("probe       PATH_CHALLENGE round trip: {latency:?} (link RTT 50 ms)");
     println!(
-        "bdp         server congestion window {} B, ssthresh {:?} (frame 0xBD sent {} time(s))",
+        "bdp         server congestion window {initial_window} B -> {} B, ssthresh {:?} (frame 0xBD sent {} time(s))",
         pair.server.conn.cwnd,
         pair.server.conn.ssthresh,
         pair.client

@@ -13,9 +13,9 @@ PLUGINS := padding probe bdp dummy ack-logger
 TEST_PLUGINS := test-bench test-hostile test-observer test-abi-mismatch
 ALL_PLUGINS := $(PLUGINS) $(TEST_PLUGINS)
 # Host-side packages (everything but the wasm plugin crates).
-HOST_PACKAGES := -p corequic-runtime -p corequic-sdk -p xtask
+HOST_PACKAGES := -p corequic-runtime -p corequic-sdk -p xtask -p corequic-quinn
 
-.PHONY: all setup plugins wit-doc check-wit-doc fmt-check lint test bench demo interop sizes clean
+.PHONY: all setup patches test-upstream plugins wit-doc check-wit-doc fmt-check lint test bench demo interop sizes clean
 
 all: plugins
 
@@ -31,8 +31,19 @@ setup:
 	@rustup component list --installed --toolchain $(TOOLCHAIN) | grep -q clippy || \
 	  rustup component add --toolchain $(TOOLCHAIN) rustfmt clippy
 
+## patches: pristine pinned upstream crates + our hook patches, in build/patched
+## (the workspace's [patch.crates-io] points there, so this runs before any cargo).
+PATCHED := build/patched
+patches:
+	@tools/patch-crate.sh quinn-proto 0.11.19 hosts/quinn/patches/quinn-proto $(PATCHED)
+	@tools/patch-crate.sh quinn 0.11.12 hosts/quinn/patches/quinn $(PATCHED)
+
+## test-upstream: the patched stacks' own test suites (no plugins loaded).
+test-upstream: setup patches
+	$(CARGO) test -q --manifest-path $(PATCHED)/quinn-proto-0.11.19/Cargo.toml
+
 ## plugins: build every plugin for wasm32 and turn it into a component.
-plugins: setup
+plugins: setup patches
 	$(CARGO) build --profile plugin --target $(WASM_TARGET) $(foreach p,$(ALL_PLUGINS),-p plugin-$(p))
 	@mkdir -p $(PLUGIN_OUT)
 	@for p in $(ALL_PLUGINS); do \
@@ -42,21 +53,21 @@ plugins: setup
 	@echo "plugins in $(PLUGIN_OUT)/"
 
 ## wit-doc: regenerate docs/wit-reference.md from wit/.
-wit-doc: setup
+wit-doc: setup patches
 	$(CARGO) run -q -p xtask -- wit-doc wit docs/wit-reference.md
 
-check-wit-doc: setup
+check-wit-doc: setup patches
 	$(CARGO) run -q -p xtask -- wit-doc --check wit docs/wit-reference.md
 
-fmt-check: setup
+fmt-check: setup patches
 	$(CARGO) fmt --all -- --check
 
-lint: setup
+lint: setup patches
 	$(CARGO) clippy $(HOST_PACKAGES) --all-targets -- -D warnings
 	$(CARGO) clippy --target $(WASM_TARGET) $(foreach p,$(ALL_PLUGINS),-p plugin-$(p)) -- -D warnings
 
 ## test: build everything and run every test.
-test: plugins check-wit-doc fmt-check lint
+test: plugins check-wit-doc fmt-check lint test-upstream
 	$(CARGO) test $(HOST_PACKAGES)
 
 ## bench: criterion benchmarks of the runtime through the mock host.

@@ -13,7 +13,7 @@ PLUGINS := padding probe bdp dummy ack-logger
 TEST_PLUGINS := test-bench test-hostile test-observer test-abi-mismatch
 ALL_PLUGINS := $(PLUGINS) $(TEST_PLUGINS)
 # Host-side packages (everything but the wasm plugin crates).
-HOST_PACKAGES := -p corequic-runtime -p corequic-sdk -p xtask -p corequic-quinn
+HOST_PACKAGES := -p corequic-runtime -p corequic-sdk -p xtask -p corequic-quinn -p corequic-endpoint
 
 .PHONY: all setup patches test-upstream plugins wit-doc check-wit-doc fmt-check lint test bench demo interop sizes clean
 

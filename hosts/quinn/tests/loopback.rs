@@ -452,17 +452,58 @@ async fn a_trap_in_an_after_observer_leaves_the_transfer_intact() {
 }
 
 #[tokio::test]
-async fn an_infinite_loop_is_cut_by_the_deadline() {
+async fn an_infinite_loop_mid_transfer_is_cut_by_the_deadline() {
     let p = pair(&[], &["test-hostile"]).await;
+    let (mut send, mut recv) = p.client.open_bi().await.expect("stream");
+    send.write_all(b"GET /50000000\r\n").await.expect("request");
+    send.finish().expect("finish");
+    // Mid-transfer: the first bytes have arrived; keep reading meanwhile.
+    let mut buf = vec![0u8; 4096];
+    let first = tokio::time::timeout(PATIENCE, recv.read(&mut buf))
+        .await
+        .expect("data");
+    assert!(matches!(first, Ok(Some(n)) if n > 0));
+    let reader = tokio::spawn(async move { recv.read_to_end(100_000_000).await.map(|b| b.len()) });
     let r = plugin_control(&p.server, 0x48_0001, &[]).expect("plugins");
     assert!(
-        matches!(r, Err(corequic_runtime::RoutineError::Fault(_))),
+        matches!(&r, Err(corequic_runtime::RoutineError::Fault(f))
+            if f.kind == corequic_runtime::FaultKind::Deadline),
         "{r:?}"
     );
-    let reason = p.client.closed().await;
+    // The server closes with the plugin-failure code and a reason naming
+    // the plugin, routine and cause.
+    let local = tokio::time::timeout(PATIENCE, p.server.closed())
+        .await
+        .expect("closed");
+    let quinn::ConnectionError::ApplicationClosed(close) = &local else {
+        panic!("expected an application close, got {local:?}")
+    };
+    assert_eq!(
+        close.error_code.into_inner(),
+        abi::PLUGIN_FAILURE_ERROR_CODE
+    );
+    let text = String::from_utf8_lossy(&close.reason);
     assert!(
-        matches!(&reason, quinn::ConnectionError::ApplicationClosed(c)
-            if c.error_code.into_inner() == abi::PLUGIN_FAILURE_ERROR_CODE),
-        "{reason:?}"
+        text.contains("hostile") && text.contains("deadline"),
+        "{text}"
+    );
+    // The client's connection ends too. Mid-transfer it sees a stateless
+    // reset rather than the CONNECTION_CLOSE (a known issue of the quinn
+    // host, see hosts/quinn/README.md); on an idle connection it sees the
+    // close itself (`a_trap_in_a_define_routine_closes_with_the_plugin_failure_code`).
+    let reason = tokio::time::timeout(PATIENCE, p.client.closed())
+        .await
+        .expect("closed");
+    let ended = match &reason {
+        quinn::ConnectionError::ApplicationClosed(c) => {
+            c.error_code.into_inner() == abi::PLUGIN_FAILURE_ERROR_CODE
+        }
+        quinn::ConnectionError::Reset => true,
+        _ => false,
+    };
+    assert!(ended, "{reason:?}");
+    assert!(
+        reader.await.expect("reader").is_err(),
+        "the transfer did not complete"
     );
 }

@@ -1,0 +1,407 @@
+//! The endpoint contract every corequic host binary implements (see
+//! `interop-runner/ENDPOINT.md`): the command line, the stats JSON, the exit
+//! codes and the hq-interop payload. Stack-agnostic: each host's binary
+//! parses its arguments with [`Args::parse`] and reports with [`Stats`].
+
+#![warn(missing_docs)]
+
+use corequic_runtime::abi::PluginVal;
+use corequic_runtime::{Grants, LogRecord, PluginStats};
+use serde::Serialize;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Exit code: the test passed.
+pub const EXIT_PASS: i32 = 0;
+/// Exit code: the test failed.
+pub const EXIT_FAIL: i32 = 1;
+/// Exit code: this endpoint does not support the test.
+pub const EXIT_UNSUPPORTED: i32 = 127;
+
+/// The application protocol: HTTP/0.9 over QUIC, as in the QUIC interop runner.
+pub const ALPN: &[u8] = b"hq-interop";
+
+/// Test cases of the interop matrix; any other name exits with 127.
+pub const TESTS: &[&str] = &[
+    "transfer",
+    "padding",
+    "padding-one-sided",
+    "probe",
+    "bdp",
+    "dummy",
+    "dummy+padding",
+    "ack-logger",
+    "hostile",
+];
+
+/// Client or server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Connects and downloads.
+    Client,
+    /// Listens and serves.
+    Server,
+}
+
+/// A plugin to load, with the grants given to it.
+#[derive(Debug, Clone)]
+pub struct PluginArg {
+    /// The component file.
+    pub path: PathBuf,
+    /// What it may do.
+    pub grants: Grants,
+}
+
+/// A plugin-control call scheduled after the handshake.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ControlArg {
+    /// Delay after the handshake completed.
+    pub at: Duration,
+    /// The control id.
+    pub id: u64,
+    /// Arguments.
+    pub args: Vec<PluginVal>,
+}
+
+/// Parsed command line.
+#[derive(Debug, Clone)]
+pub struct Args {
+    /// Client or server.
+    pub role: Role,
+    /// Server: where to listen; client: where to connect.
+    pub addr: SocketAddr,
+    /// The test case name.
+    pub test: String,
+    /// Plugins in load order.
+    pub plugins: Vec<PluginArg>,
+    /// Client: bytes to download.
+    pub size: u64,
+    /// Plugin-control calls.
+    pub controls: Vec<ControlArg>,
+    /// Where to write the stats JSON.
+    pub stats: Option<PathBuf>,
+    /// Server: exit after this many connections (0 = serve forever).
+    pub connections: u64,
+    /// Give up after this long.
+    pub timeout: Duration,
+}
+
+/// The usage text.
+pub const USAGE: &str = "\
+usage: ENDPOINT --role client|server --addr HOST:PORT --test NAME [options]
+  --plugin PATH[=GRANTS]   load a plugin component (repeatable, in order);
+                           GRANTS e.g. all | read=is-server,perm=logging
+  --size BYTES             client: bytes to GET (default 1000000)
+  --control MS:ID[:ARG]    client or server: call plugin-control ID MS ms after
+                           the handshake; ARG is a u64 or true/false (repeatable)
+  --stats FILE             write the stats JSON there
+  --connections N          server: exit after N connections (default 1; 0 = forever)
+  --timeout SECONDS        give up after this long (default 60)
+exit codes: 0 pass, 1 fail, 127 unsupported test";
+
+fn parse_control(spec: &str) -> Result<ControlArg, String> {
+    let mut parts = spec.splitn(3, ':');
+    let at = parts.next().and_then(|s| s.parse::<u64>().ok());
+    let id = parts.next().and_then(|s| match s.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => s.parse().ok(),
+    });
+    let (Some(at), Some(id)) = (at, id) else {
+        return Err(format!("--control `{spec}` is not MS:ID[:ARG]"));
+    };
+    let args = match parts.next() {
+        None => Vec::new(),
+        Some("true") => vec![PluginVal::Bool(true)],
+        Some("false") => vec![PluginVal::Bool(false)],
+        Some(v) => vec![PluginVal::U64(v.parse().map_err(|_| {
+            format!("--control argument `{v}` is not a u64 or bool")
+        })?)],
+    };
+    Ok(ControlArg {
+        at: Duration::from_millis(at),
+        id,
+        args,
+    })
+}
+
+impl Args {
+    /// Parse the command line (without the program name).
+    pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
+        let mut it = args.into_iter();
+        let (mut role, mut addr, mut test) = (None, None, None);
+        let mut parsed = Args {
+            role: Role::Client,
+            addr: SocketAddr::from(([127, 0, 0, 1], 4433)),
+            test: String::new(),
+            plugins: Vec::new(),
+            size: 1_000_000,
+            controls: Vec::new(),
+            stats: None,
+            connections: 1,
+            timeout: Duration::from_secs(60),
+        };
+        while let Some(flag) = it.next() {
+            let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
+            match flag.as_str() {
+                "--role" => {
+                    role = Some(match value()?.as_str() {
+                        "client" => Role::Client,
+                        "server" => Role::Server,
+                        other => return Err(format!("unknown role `{other}`")),
+                    })
+                }
+                "--addr" => {
+                    let v = value()?;
+                    addr = Some(v.parse().map_err(|_| format!("bad address `{v}`"))?);
+                }
+                "--test" => test = Some(value()?),
+                "--plugin" => {
+                    let v = value()?;
+                    let (path, grants) = match v.split_once('=') {
+                        Some((p, g)) => (p.to_string(), Grants::parse(g)?),
+                        None => (v, Grants::all()),
+                    };
+                    parsed.plugins.push(PluginArg {
+                        path: path.into(),
+                        grants,
+                    });
+                }
+                "--size" => {
+                    parsed.size = value()?.parse().map_err(|_| "--size needs bytes")?;
+                }
+                "--control" => parsed.controls.push(parse_control(&value()?)?),
+                "--stats" => parsed.stats = Some(value()?.into()),
+                "--connections" => {
+                    parsed.connections = value()?
+                        .parse()
+                        .map_err(|_| "--connections needs a count")?;
+                }
+                "--timeout" => {
+                    let s: u64 = value()?.parse().map_err(|_| "--timeout needs seconds")?;
+                    parsed.timeout = Duration::from_secs(s);
+                }
+                other => return Err(format!("unknown option `{other}`\n{USAGE}")),
+            }
+        }
+        parsed.role = role.ok_or("--role is required")?;
+        parsed.addr = addr.ok_or("--addr is required")?;
+        parsed.test = test.ok_or("--test is required")?;
+        Ok(parsed)
+    }
+
+    /// Whether this endpoint knows the test (otherwise exit 127).
+    pub fn test_supported(&self) -> bool {
+        TESTS.contains(&self.test.as_str())
+    }
+}
+
+/// The payload of `GET /<n>`: byte `i` is `(i * 31) % 251`, so the client can
+/// check every byte without a file.
+pub fn payload_byte(i: u64) -> u8 {
+    (i.wrapping_mul(31) % 251) as u8
+}
+
+/// Parse an hq-interop request line `GET /<n>`.
+pub fn parse_request(request: &[u8]) -> Option<u64> {
+    std::str::from_utf8(request)
+        .ok()?
+        .trim()
+        .strip_prefix("GET /")?
+        .parse()
+        .ok()
+}
+
+/// The result of one plugin-control call.
+#[derive(Debug, Clone, Serialize)]
+pub struct ControlResult {
+    /// When it was made, ms after the handshake.
+    pub at_ms: u64,
+    /// The control id.
+    pub id: u64,
+    /// The returned values, rendered.
+    pub result: Option<Vec<String>>,
+    /// The error, if it failed.
+    pub error: Option<String>,
+}
+
+/// One plugin's counters.
+#[derive(Debug, Clone, Serialize)]
+pub struct PluginReport {
+    /// Name from the manifest.
+    pub name: String,
+    /// Enabled (negotiated).
+    pub enabled: bool,
+    /// Calls made into it.
+    pub calls: u64,
+    /// Calls that returned an error.
+    pub errors: u64,
+    /// Denied host calls.
+    pub denied: u64,
+    /// Why it was removed, if it was.
+    pub removed: Option<String>,
+}
+
+impl From<PluginStats> for PluginReport {
+    fn from(s: PluginStats) -> Self {
+        PluginReport {
+            name: s.name,
+            enabled: s.enabled,
+            calls: s.calls,
+            errors: s.errors,
+            denied: s.denied,
+            removed: s.removed,
+        }
+    }
+}
+
+/// A plugin log line.
+#[derive(Debug, Clone, Serialize)]
+pub struct LogLine {
+    /// The plugin.
+    pub plugin: String,
+    /// Level name.
+    pub level: String,
+    /// The message.
+    pub message: String,
+    /// Fields, rendered.
+    pub fields: Vec<(String, String)>,
+}
+
+impl From<&LogRecord> for LogLine {
+    fn from(r: &LogRecord) -> Self {
+        LogLine {
+            plugin: r.plugin.clone(),
+            level: format!("{:?}", r.level).to_lowercase(),
+            message: r.message.clone(),
+            fields: r
+                .fields
+                .iter()
+                .map(|(k, v)| (k.clone(), render(v)))
+                .collect(),
+        }
+    }
+}
+
+/// A plugin value as stats text.
+pub fn render(v: &PluginVal) -> String {
+    match v {
+        PluginVal::None => "none".into(),
+        PluginVal::Bool(b) => b.to_string(),
+        PluginVal::U32(n) => n.to_string(),
+        PluginVal::U64(n) => n.to_string(),
+        PluginVal::S64(n) => n.to_string(),
+        PluginVal::F64(n) => n.to_string(),
+        PluginVal::Duration(ns) => format!("{ns}ns"),
+        PluginVal::Instant(ns) => format!("@{ns}ns"),
+        other => format!("{other:?}"),
+    }
+}
+
+/// The stats JSON every endpoint writes (schema version 1).
+#[derive(Debug, Clone, Serialize)]
+pub struct Stats {
+    /// Schema version.
+    pub schema: u32,
+    /// The host stack (`quinn`, `s2n-quic`, `quiche`).
+    pub host: String,
+    /// Client or server.
+    pub role: Role,
+    /// The test case.
+    pub test: String,
+    /// Whether this endpoint considers the test passed.
+    pub ok: bool,
+    /// Client: bytes received and verified; server: bytes served.
+    pub bytes: u64,
+    /// Wall time of the transfer (client) or of the run (server), ms.
+    pub duration_ms: f64,
+    /// Handshake duration, ms (client).
+    pub handshake_ms: Option<f64>,
+    /// Why the connection closed, if it did with an error.
+    pub close: Option<String>,
+    /// Per-plugin counters.
+    pub plugins: Vec<PluginReport>,
+    /// Plugin-control calls and their results.
+    pub controls: Vec<ControlResult>,
+    /// Plugin log lines.
+    pub logs: Vec<LogLine>,
+    /// Stack-specific numbers (congestion window, RTT, ...).
+    pub extra: Vec<(String, String)>,
+}
+
+impl Stats {
+    /// Write the JSON to `path` (if given).
+    pub fn write(&self, path: Option<&PathBuf>) -> Result<(), String> {
+        let Some(path) = path else { return Ok(()) };
+        let json = serde_json::to_string_pretty(self).map_err(|e| e.to_string())?;
+        std::fs::write(path, json).map_err(|e| format!("writing {}: {e}", path.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Result<Args, String> {
+        Args::parse(s.split_whitespace().map(String::from))
+    }
+
+    #[test]
+    fn parses_the_contract() {
+        let a = args(
+            "--role client --addr 127.0.0.1:4433 --test bdp --plugin bdp.wasm \
+             --plugin p.wasm=perm=logging --size 20 --control 10:0x80000:500000 --control 0:1",
+        )
+        .expect("valid");
+        assert_eq!(a.role, Role::Client);
+        assert_eq!(a.plugins.len(), 2);
+        assert_eq!(a.plugins[1].grants.permissions.len(), 1);
+        assert_eq!(a.size, 20);
+        assert_eq!(
+            a.controls,
+            vec![
+                ControlArg {
+                    at: Duration::from_millis(10),
+                    id: 0x80000,
+                    args: vec![PluginVal::U64(500_000)]
+                },
+                ControlArg {
+                    at: Duration::ZERO,
+                    id: 1,
+                    args: vec![]
+                },
+            ]
+        );
+        assert!(a.test_supported());
+        assert!(
+            !args("--role client --addr 127.0.0.1:1 --test nope")
+                .unwrap()
+                .test_supported()
+        );
+    }
+
+    #[test]
+    fn rejects_bad_input_with_a_message() {
+        assert!(
+            args("--role client --test x")
+                .unwrap_err()
+                .contains("--addr")
+        );
+        assert!(
+            args("--role peer --addr 127.0.0.1:1 --test x")
+                .unwrap_err()
+                .contains("role")
+        );
+        assert!(args("--role client --addr 127.0.0.1:1 --test x --control zz").is_err());
+        assert!(args("--role client --addr 127.0.0.1:1 --test x --bogus").is_err());
+    }
+
+    #[test]
+    fn requests_and_payloads() {
+        assert_eq!(parse_request(b"GET /1234\r\n"), Some(1234));
+        assert_eq!(parse_request(b"POST /1"), None);
+        assert_eq!(payload_byte(0), 0);
+        assert_eq!(payload_byte(9), 28);
+    }
+}

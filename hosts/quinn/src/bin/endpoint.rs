@@ -1,0 +1,377 @@
+//! The quinn endpoint of the interop matrix: HTTP/0.9 (`hq-interop`) client
+//! or server on the patched quinn, with Core QUIC plugins from the command
+//! line. The contract (flags, stats JSON, exit codes) is
+//! `interop-runner/ENDPOINT.md`, shared by every host.
+
+use corequic_endpoint::{
+    ALPN, Args, ControlResult, EXIT_FAIL, EXIT_PASS, EXIT_UNSUPPORTED, LogLine, PluginReport, Role,
+    Stats, USAGE, parse_request, payload_byte, render,
+};
+use corequic_quinn::{PluginFactory, plugin_control, with_plugins};
+use corequic_runtime::{LogRecord, Runtime, RuntimeConfig};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+type Logs = Arc<Mutex<Vec<LogRecord>>>;
+
+fn main() -> ExitCode {
+    let args = match Args::parse(std::env::args().skip(1)) {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("quinn-endpoint: {e}\n{USAGE}");
+            return ExitCode::from(EXIT_FAIL as u8);
+        }
+    };
+    if !args.test_supported() {
+        eprintln!("quinn-endpoint: unsupported test `{}`", args.test);
+        return ExitCode::from(EXIT_UNSUPPORTED as u8);
+    }
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("quinn-endpoint: cannot start tokio: {e}");
+            return ExitCode::from(EXIT_FAIL as u8);
+        }
+    };
+    let code = match rt.block_on(run(args)) {
+        Ok(true) => EXIT_PASS,
+        Ok(false) => EXIT_FAIL,
+        Err(e) => {
+            eprintln!("quinn-endpoint: {e}");
+            EXIT_FAIL
+        }
+    };
+    ExitCode::from(code as u8)
+}
+
+async fn run(args: Args) -> Result<bool, String> {
+    let runtime = Arc::new(
+        Runtime::new(RuntimeConfig::default(), corequic_quinn::capabilities())
+            .map_err(|e| format!("runtime: {e}"))?,
+    );
+    let mut plugins = Vec::new();
+    for p in &args.plugins {
+        plugins.push(
+            runtime
+                .load_file(&p.path, &p.grants)
+                .map_err(|e| e.to_string())?,
+        );
+    }
+    let logs: Logs = Arc::default();
+    let mut transport = quinn::TransportConfig::default();
+    if !plugins.is_empty() {
+        let sink = logs.clone();
+        let factory = PluginFactory::new(runtime, plugins).log_sink(Arc::new(move |r| {
+            sink.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(r.clone());
+        }));
+        let factory = match args.role {
+            Role::Server => factory.local_address(args.addr),
+            Role::Client => factory,
+        };
+        transport.extension_factory(Some(Arc::new(factory)));
+    }
+    let transport = Arc::new(transport);
+    let deadline = args.timeout;
+    let work = async {
+        match args.role {
+            Role::Server => server(&args, transport, logs).await,
+            Role::Client => client(&args, transport, logs).await,
+        }
+    };
+    tokio::time::timeout(deadline, work)
+        .await
+        .map_err(|_| format!("timed out after {deadline:?}"))?
+}
+
+fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+async fn server(
+    args: &Args,
+    transport: Arc<quinn::TransportConfig>,
+    logs: Logs,
+) -> Result<bool, String> {
+    let started = Instant::now();
+    let cert =
+        rcgen::generate_simple_self_signed(vec!["localhost".into()]).map_err(|e| e.to_string())?;
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(cert.signing_key.serialize_der()));
+    let mut tls = rustls::ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_single_cert(vec![CertificateDer::from(cert.cert.der().to_vec())], key)
+        .map_err(|e| e.to_string())?;
+    tls.alpn_protocols = vec![ALPN.to_vec()];
+    let crypto =
+        quinn::crypto::rustls::QuicServerConfig::try_from(tls).map_err(|e| e.to_string())?;
+    let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    config.transport_config(transport);
+    let endpoint = quinn::Endpoint::server(config, args.addr)
+        .map_err(|e| format!("bind {}: {e}", args.addr))?;
+    eprintln!("quinn-endpoint: listening on {}", args.addr);
+
+    let mut served = 0u64;
+    let mut plugins = Vec::new();
+    let mut controls = Vec::new();
+    let mut close = None;
+    let mut handled = 0u64;
+    while args.connections == 0 || handled < args.connections {
+        let Some(incoming) = endpoint.accept().await else {
+            break;
+        };
+        handled += 1;
+        let conn = match incoming.await {
+            Ok(conn) => conn,
+            Err(e) => {
+                close = Some(e.to_string());
+                continue;
+            }
+        };
+        let scheduled = tokio::spawn(run_controls(conn.clone(), args.controls.clone()));
+        let mut streams = Vec::new();
+        while let Ok((mut send, mut recv)) = conn.accept_bi().await {
+            streams.push(tokio::spawn(async move {
+                let request = recv.read_to_end(256).await.map_err(|e| e.to_string())?;
+                let n = parse_request(&request).ok_or("bad request")?;
+                let mut sent = 0u64;
+                let mut chunk = Vec::with_capacity(64 * 1024);
+                while sent < n {
+                    chunk.clear();
+                    let len = (n - sent).min(64 * 1024);
+                    chunk.extend((sent..sent + len).map(payload_byte));
+                    send.write_all(&chunk).await.map_err(|e| e.to_string())?;
+                    sent += len;
+                }
+                send.finish().map_err(|e| e.to_string())?;
+                Ok::<u64, String>(sent)
+            }));
+        }
+        for s in streams {
+            if let Ok(Ok(n)) = s.await {
+                served += n;
+            }
+        }
+        let reason = conn.closed().await;
+        if !matches!(reason, quinn::ConnectionError::ApplicationClosed(ref c) if c.error_code.into_inner() == 0)
+        {
+            close = Some(reason.to_string());
+        }
+        controls.extend(scheduled.await.unwrap_or_default());
+        if let Some(stats) = with_plugins(&conn, |p, _| p.stats()) {
+            plugins.extend(stats.into_iter().map(PluginReport::from));
+        }
+    }
+    let stats = Stats {
+        schema: 1,
+        host: "quinn".into(),
+        role: Role::Server,
+        test: args.test.clone(),
+        ok: true,
+        bytes: served,
+        duration_ms: started.elapsed().as_secs_f64() * 1e3,
+        handshake_ms: None,
+        close,
+        plugins,
+        controls,
+        logs: logs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(LogLine::from)
+            .collect(),
+        extra: Vec::new(),
+    };
+    stats.write(args.stats.as_ref())?;
+    Ok(stats.ok)
+}
+
+async fn run_controls(
+    conn: quinn::Connection,
+    controls: Vec<corequic_endpoint::ControlArg>,
+) -> Vec<ControlResult> {
+    let start = Instant::now();
+    let mut results = Vec::new();
+    for c in controls {
+        if let Some(wait) = c.at.checked_sub(start.elapsed()) {
+            tokio::time::sleep(wait).await;
+        }
+        let r = plugin_control(&conn, c.id, &c.args);
+        let (result, error) = match r {
+            Some(Ok(vals)) => (Some(vals.iter().map(render).collect()), None),
+            Some(Err(e)) => (None, Some(e.to_string())),
+            None => (None, Some("no plugins on this connection".into())),
+        };
+        results.push(ControlResult {
+            at_ms: c.at.as_millis() as u64,
+            id: c.id,
+            result,
+            error,
+        });
+    }
+    results
+}
+
+async fn client(
+    args: &Args,
+    transport: Arc<quinn::TransportConfig>,
+    logs: Logs,
+) -> Result<bool, String> {
+    let provider = provider();
+    let mut tls = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(|e| e.to_string())?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AcceptAnyCert(
+            provider.signature_verification_algorithms,
+        )))
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![ALPN.to_vec()];
+    let crypto =
+        quinn::crypto::rustls::QuicClientConfig::try_from(tls).map_err(|e| e.to_string())?;
+    let mut config = quinn::ClientConfig::new(Arc::new(crypto));
+    config.transport_config(transport);
+    let bind = if args.addr.is_ipv4() {
+        "0.0.0.0:0"
+    } else {
+        "[::]:0"
+    };
+    let mut endpoint = quinn::Endpoint::client(bind.parse().map_err(|_| "bind address")?)
+        .map_err(|e| e.to_string())?;
+    endpoint.set_default_client_config(config);
+
+    let started = Instant::now();
+    let conn = endpoint
+        .connect(args.addr, "localhost")
+        .map_err(|e| e.to_string())?
+        .await
+        .map_err(|e| format!("handshake: {e}"))?;
+    let handshake = started.elapsed();
+    let scheduled = tokio::spawn(run_controls(conn.clone(), args.controls.clone()));
+
+    let transfer_start = Instant::now();
+    let outcome = download(&conn, args.size).await;
+    let duration = transfer_start.elapsed();
+    // Let the scheduled controls finish (they are part of the test).
+    let controls = scheduled.await.unwrap_or_default();
+    let plugins: Vec<PluginReport> = with_plugins(&conn, |p, _| p.stats())
+        .unwrap_or_default()
+        .into_iter()
+        .map(PluginReport::from)
+        .collect();
+    let extra = vec![
+        (
+            "rtt_ms".into(),
+            format!("{:.3}", conn.rtt().as_secs_f64() * 1e3),
+        ),
+        ("cwnd".into(), conn.congestion_state().window().to_string()),
+    ];
+    let close = match conn.close_reason() {
+        Some(reason) => Some(reason.to_string()),
+        None => {
+            conn.close(0u32.into(), b"done");
+            None
+        }
+    };
+    endpoint.wait_idle().await;
+    let (ok, bytes) = match &outcome {
+        Ok(n) => (true, *n),
+        Err(e) => {
+            eprintln!("quinn-endpoint: download failed: {e}");
+            (false, 0)
+        }
+    };
+    let stats = Stats {
+        schema: 1,
+        host: "quinn".into(),
+        role: Role::Client,
+        test: args.test.clone(),
+        ok,
+        bytes,
+        duration_ms: duration.as_secs_f64() * 1e3,
+        handshake_ms: Some(handshake.as_secs_f64() * 1e3),
+        close,
+        plugins,
+        controls,
+        logs: logs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(LogLine::from)
+            .collect(),
+        extra,
+    };
+    stats.write(args.stats.as_ref())?;
+    Ok(ok)
+}
+
+/// GET `n` bytes and check every one.
+async fn download(conn: &quinn::Connection, n: u64) -> Result<u64, String> {
+    let (mut send, mut recv) = conn.open_bi().await.map_err(|e| e.to_string())?;
+    send.write_all(format!("GET /{n}\r\n").as_bytes())
+        .await
+        .map_err(|e| e.to_string())?;
+    send.finish().map_err(|e| e.to_string())?;
+    let mut got = 0u64;
+    let mut buf = vec![0u8; 64 * 1024];
+    while let Some(len) = recv.read(&mut buf).await.map_err(|e| e.to_string())? {
+        if let Some(i) = (0..len).find(|&i| buf[i] != payload_byte(got + i as u64)) {
+            return Err(format!("byte {} differs", got + i as u64));
+        }
+        got += len as u64;
+        if got > n {
+            return Err(format!("more than {n} bytes"));
+        }
+    }
+    if got != n {
+        return Err(format!("{got} of {n} bytes"));
+    }
+    Ok(got)
+}
+
+/// Interop endpoints use throwaway self-signed certificates, as the QUIC
+/// interop runner does: the client checks signatures but not the chain.
+#[derive(Debug)]
+struct AcceptAnyCert(WebPkiSupportedAlgorithms);
+
+impl ServerCertVerifier for AcceptAnyCert {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.supported_schemes()
+    }
+}

@@ -477,6 +477,21 @@ impl QuinnPlugins {
         r
     }
 
+    fn now_ns(&self, cx: &ExtensionContext<'_>) -> u64 {
+        cx.now()
+            .saturating_duration_since(self.state.epoch)
+            .as_nanos() as u64
+    }
+
+    fn rx_context(&self, cx: &ExtensionContext<'_>, packet_number: u64) -> RxContext {
+        RxContext {
+            packet_type: PacketType::OneRtt,
+            space: PnSpace::ApplicationData,
+            packet_number,
+            now: self.now_ns(cx),
+        }
+    }
+
     /// Call plugin-control `id` (the application side of the ABI).
     pub fn plugin_control(
         &mut self,
@@ -630,16 +645,7 @@ impl Extension for QuinnPlugins {
         payload: &[u8],
         packet_number: u64,
     ) -> Result<usize, TransportError> {
-        let now = cx
-            .now()
-            .saturating_duration_since(self.state.epoch)
-            .as_nanos() as u64;
-        let rx = RxContext {
-            packet_type: PacketType::OneRtt,
-            space: PnSpace::ApplicationData,
-            packet_number,
-            now,
-        };
+        let rx = self.rx_context(cx, packet_number);
         self.with(Some(cx), |set, conn| {
             if !set.parses_frame_type(frame_type) {
                 return Err(transport_error(
@@ -681,16 +687,7 @@ impl Extension for QuinnPlugins {
         let Some(frame) = observed_to_abi(frame) else {
             return;
         };
-        let now = cx
-            .now()
-            .saturating_duration_since(self.state.epoch)
-            .as_nanos() as u64;
-        let rx = RxContext {
-            packet_type: PacketType::OneRtt,
-            space: PnSpace::ApplicationData,
-            packet_number,
-            now,
-        };
+        let rx = self.rx_context(cx, packet_number);
         let anchor = if after { Anchor::After } else { Anchor::Before };
         self.with(Some(cx), |set, conn| {
             set.observe_frame(conn, anchor, &frame, rx)
@@ -707,10 +704,7 @@ impl Extension for QuinnPlugins {
     }
 
     fn on_timeout(&mut self, cx: &mut ExtensionContext<'_>) {
-        let now = cx
-            .now()
-            .saturating_duration_since(self.state.epoch)
-            .as_nanos() as u64;
+        let now = self.now_ns(cx);
         self.with(Some(cx), |set, conn| set.handle_timeout(conn, now));
     }
 

@@ -1,23 +1,15 @@
 //! The `quinn-endpoint` binary against itself over loopback: the endpoint
 //! contract of `interop-runner/ENDPOINT.md` (flags, exit codes, stats JSON).
 
+mod common;
+
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 const ENDPOINT: &str = env!("CARGO_BIN_EXE_quinn-endpoint");
 
 fn plugin(name: &str) -> String {
-    let dir = std::env::var_os("COREQUIC_PLUGIN_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../build/plugins"));
-    let path = dir.join(format!("{name}.wasm"));
-    assert!(
-        path.exists(),
-        "{} is missing: run `make plugins`",
-        path.display()
-    );
-    path.display().to_string()
+    common::plugin_path(name).display().to_string()
 }
 
 fn free_port() -> u16 {

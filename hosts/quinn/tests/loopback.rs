@@ -2,12 +2,13 @@
 //! loopback through a recording relay: one test per reference plugin, each
 //! with a byte-exact download and the plugin's effect observed.
 
+mod common;
+
 use corequic_quinn::{PluginFactory, plugin_control, with_plugins};
 use corequic_runtime::abi::{self, PluginVal};
 use corequic_runtime::{Grants, LogRecord, Plugin, Runtime, RuntimeConfig};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use tokio::net::UdpSocket;
@@ -31,17 +32,8 @@ fn runtime() -> Arc<Runtime> {
 }
 
 fn plugin(name: &str) -> Arc<Plugin> {
-    let dir = std::env::var_os("COREQUIC_PLUGIN_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../build/plugins"));
-    let path = dir.join(format!("{name}.wasm"));
-    assert!(
-        path.exists(),
-        "{} is missing: run `make plugins`",
-        path.display()
-    );
     runtime()
-        .load_file(&path, &Grants::all())
+        .load_file(&common::plugin_path(name), &Grants::all())
         .expect("plugin loads")
 }
 

@@ -19,6 +19,14 @@ use std::time::Instant;
 
 type Logs = Arc<Mutex<Vec<LogRecord>>>;
 
+fn log_lines(logs: &Logs) -> Vec<LogLine> {
+    logs.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .map(LogLine::from)
+        .collect()
+}
+
 fn main() -> ExitCode {
     let args = match Args::parse(std::env::args().skip(1)) {
         Ok(args) => args,
@@ -181,12 +189,7 @@ async fn server(
         close,
         plugins,
         controls,
-        logs: logs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .map(LogLine::from)
-            .collect(),
+        logs: log_lines(&logs),
         extra: Vec::new(),
     };
     stats.write(args.stats.as_ref())?;
@@ -300,12 +303,7 @@ async fn client(
         close,
         plugins,
         controls,
-        logs: logs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .map(LogLine::from)
-            .collect(),
+        logs: log_lines(&logs),
         extra,
     };
     stats.write(args.stats.as_ref())?;

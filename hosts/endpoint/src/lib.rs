@@ -82,6 +82,8 @@ pub struct Args {
     pub controls: Vec<ControlArg>,
     /// Where to write the stats JSON.
     pub stats: Option<PathBuf>,
+    /// Folder for the qlog file (`<role>.qlog`, JSON-SEQ).
+    pub qlog: Option<PathBuf>,
     /// Server: exit after this many connections (0 = serve forever).
     pub connections: u64,
     /// Give up after this long.
@@ -97,6 +99,7 @@ usage: ENDPOINT --role client|server --addr HOST:PORT --test NAME [options]
   --control MS:ID[:ARG]    client or server: call plugin-control ID MS ms after
                            the handshake; ARG is a u64 or true/false (repeatable)
   --stats FILE             write the stats JSON there
+  --qlog DIR               write DIR/<role>.qlog (JSON-SEQ qlog)
   --connections N          server: exit after N connections (default 1; 0 = forever)
   --timeout SECONDS        give up after this long (default 60)
 exit codes: 0 pass, 1 fail, 127 unsupported test";
@@ -139,6 +142,7 @@ impl Args {
             size: 1_000_000,
             controls: Vec::new(),
             stats: None,
+            qlog: None,
             connections: 1,
             timeout: Duration::from_secs(60),
         };
@@ -173,6 +177,7 @@ impl Args {
                 }
                 "--control" => parsed.controls.push(parse_control(&value()?)?),
                 "--stats" => parsed.stats = Some(value()?.into()),
+                "--qlog" => parsed.qlog = Some(value()?.into()),
                 "--connections" => {
                     parsed.connections = value()?
                         .parse()

@@ -83,6 +83,7 @@ fn client_and_server_run_bdp_and_report_stats() {
             "--timeout",
             "30",
         ])
+        .args(["--qlog", &dir.display().to_string()])
         .status()
         .expect("client");
     assert_eq!(client.code(), Some(0), "the client passed");
@@ -115,6 +116,11 @@ fn client_and_server_run_bdp_and_report_stats() {
     assert!(
         resumed,
         "the server's window was set from frame 0xBD: {server}"
+    );
+    let qlog = std::fs::read_to_string(dir.join("client.qlog")).expect("client qlog");
+    assert!(
+        qlog.contains("packet_sent") && qlog.contains("packet_received"),
+        "qlog events"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -72,6 +72,19 @@ async fn run(args: Args) -> Result<bool, String> {
     }
     let logs: Logs = Arc::default();
     let mut transport = quinn::TransportConfig::default();
+    if let Some(dir) = &args.qlog {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let role = match args.role {
+            Role::Client => "client",
+            Role::Server => "server",
+        };
+        let path = dir.join(format!("{role}.qlog"));
+        let file = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut qlog = quinn::QlogConfig::default();
+        qlog.writer(Box::new(std::io::BufWriter::new(file)))
+            .title(Some(format!("corequic quinn {role} {}", args.test)));
+        transport.qlog_stream(qlog.into_stream());
+    }
     if !plugins.is_empty() {
         let sink = logs.clone();
         let factory = PluginFactory::new(runtime, plugins).log_sink(Arc::new(move |r| {

@@ -240,6 +240,19 @@ impl host_api::Host for PluginState {
         Ok(())
     }
 
+    fn unregister_frame(&mut self, frame_type: u64) -> Result<(), Error> {
+        self.scope("unregister-frame", true)?;
+        self.permit("unregister-frame", Permission::Registration)?;
+        let before = self.frames.len();
+        self.frames.retain(|r| r.frame_type != frame_type);
+        if self.frames.len() == before {
+            return Err(Error::NotFound(format!(
+                "frame type {frame_type:#x} is not registered"
+            )));
+        }
+        Ok(())
+    }
+
     fn register_transport_parameter(&mut self, id: u64) -> Result<(), Error> {
         let scope = self.scope("register-transport-parameter", true)?;
         self.permit("register-transport-parameter", Permission::Registration)?;

@@ -192,3 +192,35 @@ fn precompiled_artifacts_are_cached_on_disk_and_rebuilt_when_bad() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// CQ-API-16: a plugin can stop being asked about a frame it has no use for.
+#[test]
+fn a_frame_in_flight_is_unregistered_until_acknowledged() {
+    let mut p = pair(&["dummy"], &["dummy"]);
+    p.handshake();
+    assert_eq!(
+        p.client
+            .plugins
+            .registrations(SendPosition::AfterAck)
+            .count(),
+        1
+    );
+    assert!(p.client.poll_transmit().is_some(), "a DUMMY packet");
+    assert_eq!(p.client.plugin_frames_sent.get(&0x42), Some(&1));
+    assert_eq!(
+        p.client
+            .plugins
+            .registrations(SendPosition::AfterAck)
+            .count(),
+        0,
+        "not offered while in flight"
+    );
+    // That datagram never reached the link (the test took it), so the frame
+    // is declared lost; then it is registered again and the next DUMMY follows.
+    assert!(
+        p.run_until(1_000 * MS, |p| p.client.plugin_frames_sent.get(&0x42)
+            >= Some(&2))
+    );
+    assert_eq!(p.client.plugin_frames_lost.get(&0x42), Some(&1));
+    assert_eq!(p.client.max_in_flight_by_type.get(&0x42), Some(&1));
+}

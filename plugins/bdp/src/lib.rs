@@ -25,6 +25,15 @@ const FRAME_LEN: u64 = 10;
 const MIN_WINDOW: u64 = 2 * 1200;
 const MAX_WINDOW: u64 = 1 << 30;
 
+fn register_frame() -> Result<()> {
+    host::register_frame(FrameRegistration {
+        frame_type: FRAME_BDP,
+        position: SendPosition::AfterAck,
+        ack_eliciting: true,
+        in_flight: true,
+    })
+}
+
 #[derive(Default)]
 struct Bdp {
     is_server: bool,
@@ -47,13 +56,9 @@ impl Plugin for Bdp {
 
     fn init(&mut self) -> Result<()> {
         self.is_server = matches!(host::get(FieldId::IsServer)?, PluginVal::Bool(true));
-        host::register_transport_parameter(TP_BDP)?;
-        host::register_frame(FrameRegistration {
-            frame_type: FRAME_BDP,
-            position: SendPosition::AfterAck,
-            ack_eliciting: true,
-            in_flight: true,
-        })
+        // The frame is registered only while there is a window to send, so
+        // the host does not ask about it for every packet.
+        host::register_transport_parameter(TP_BDP)
     }
 
     fn write_transport_parameter(&mut self, _: Anchor, _: u64, _: &OutBuf) -> Result<()> {
@@ -92,15 +97,18 @@ impl Plugin for Bdp {
 
     fn on_frame_reserved(&mut self, _: Anchor, _: ExtFrame, _: SendContext) -> Result<()> {
         self.in_flight = true;
-        Ok(())
+        host::unregister_frame(FRAME_BDP)
     }
 
     fn notify_frame(&mut self, _: Anchor, _: ExtFrame, outcome: FrameOutcome) -> Result<()> {
         self.in_flight = false;
-        if outcome == FrameOutcome::Acked {
-            self.to_send = None;
+        match outcome {
+            FrameOutcome::Acked => {
+                self.to_send = None;
+                Ok(())
+            }
+            FrameOutcome::Lost => register_frame(),
         }
-        Ok(())
     }
 
     fn parse_frame(&mut self, _: Anchor, _: u64, payload: &InBuf) -> Result<ParsedFrame> {
@@ -150,6 +158,9 @@ impl Plugin for Bdp {
         match (id, args.as_slice()) {
             (CONTROL_SET_WINDOW, [PluginVal::U64(w)]) => {
                 self.to_send = Some(*w);
+                if !self.is_server {
+                    register_frame()?;
+                }
                 Ok(Vec::new())
             }
             (CONTROL_SET_WINDOW, _) => Err(Error::InvalidArgument("expected one u64".into())),

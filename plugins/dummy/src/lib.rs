@@ -19,6 +19,15 @@ const PADDING_TOGGLE: u64 = 0x80001;
 /// Frame type (2-byte varint) plus the counter byte.
 const FRAME_LEN: u64 = 3;
 
+fn register_frame() -> Result<()> {
+    host::register_frame(FrameRegistration {
+        frame_type: FRAME_DUMMY,
+        position: SendPosition::AfterAck,
+        ack_eliciting: true,
+        in_flight: true,
+    })
+}
+
 struct Dummy {
     in_flight: bool,
     counter: u8,
@@ -49,12 +58,7 @@ impl Plugin for Dummy {
 
     fn init(&mut self) -> Result<()> {
         host::register_transport_parameter(TP_DUMMY)?;
-        host::register_frame(FrameRegistration {
-            frame_type: FRAME_DUMMY,
-            position: SendPosition::AfterAck,
-            ack_eliciting: true,
-            in_flight: true,
-        })
+        register_frame()
     }
 
     fn write_transport_parameter(&mut self, _: Anchor, _: u64, _: &OutBuf) -> Result<()> {
@@ -91,13 +95,14 @@ impl Plugin for Dummy {
     fn on_frame_reserved(&mut self, _: Anchor, _: ExtFrame, _: SendContext) -> Result<()> {
         self.in_flight = true;
         self.counter = self.counter.wrapping_add(1);
-        Ok(())
+        // Nothing to offer while the frame is in flight.
+        host::unregister_frame(FRAME_DUMMY)
     }
 
     fn notify_frame(&mut self, _: Anchor, _: ExtFrame, _: FrameOutcome) -> Result<()> {
         // Acked or lost, the slot is free again; a lost DUMMY is not resent.
         self.in_flight = false;
-        Ok(())
+        register_frame()
     }
 
     fn parse_frame(&mut self, _: Anchor, _: u64, payload: &InBuf) -> Result<ParsedFrame> {

@@ -65,6 +65,11 @@ pub fn register_frame(registration: FrameRegistration) -> Result<()> {
     raw::register_frame(registration)
 }
 
+/// Stop offering frames of this type (register again to resume).
+pub fn unregister_frame(frame_type: u64) -> Result<()> {
+    raw::unregister_frame(frame_type)
+}
+
 /// Have the host call the transport-parameter routines for `id`.
 pub fn register_transport_parameter(id: u64) -> Result<()> {
     raw::register_transport_parameter(id)

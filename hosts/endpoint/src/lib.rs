@@ -208,6 +208,22 @@ pub fn payload_byte(i: u64) -> u8 {
     (i.wrapping_mul(31) % 251) as u8
 }
 
+/// Longest slice [`payload`] returns.
+pub const PAYLOAD_CHUNK: usize = 64 * 1024;
+
+/// Bytes `offset .. offset + len` of the payload (`len` ≤ [`PAYLOAD_CHUNK`]),
+/// from a table built once: the pattern repeats every 251 bytes.
+pub fn payload(offset: u64, len: usize) -> &'static [u8] {
+    static TABLE: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        (0..(PAYLOAD_CHUNK + 251) as u64)
+            .map(payload_byte)
+            .collect()
+    });
+    let start = (offset % 251) as usize;
+    &table[start..start + len.min(PAYLOAD_CHUNK)]
+}
+
 /// Parse an hq-interop request line `GET /<n>`.
 pub fn parse_request(request: &[u8]) -> Option<u64> {
     std::str::from_utf8(request)
@@ -408,5 +424,8 @@ mod tests {
         assert_eq!(parse_request(b"POST /1"), None);
         assert_eq!(payload_byte(0), 0);
         assert_eq!(payload_byte(9), 28);
+        let expected: Vec<u8> = (1000..1000 + 5000).map(payload_byte).collect();
+        assert_eq!(payload(1000, 5000), &expected[..]);
+        assert_eq!(payload(7, PAYLOAD_CHUNK + 10).len(), PAYLOAD_CHUNK);
     }
 }

@@ -4,8 +4,8 @@
 //! `interop-runner/ENDPOINT.md`, shared by every host.
 
 use corequic_endpoint::{
-    ALPN, Args, ControlResult, EXIT_FAIL, EXIT_PASS, EXIT_UNSUPPORTED, LogLine, PluginReport, Role,
-    Stats, USAGE, parse_request, payload_byte, render,
+    ALPN, Args, ControlResult, EXIT_FAIL, EXIT_PASS, EXIT_UNSUPPORTED, LogLine, PAYLOAD_CHUNK,
+    PluginReport, Role, Stats, USAGE, parse_request, payload, payload_byte, render,
 };
 use corequic_quinn::{PluginFactory, plugin_control, with_plugins};
 use corequic_runtime::{LogRecord, Runtime, RuntimeConfig};
@@ -163,13 +163,12 @@ async fn server(
                 let request = recv.read_to_end(256).await.map_err(|e| e.to_string())?;
                 let n = parse_request(&request).ok_or("bad request")?;
                 let mut sent = 0u64;
-                let mut chunk = Vec::with_capacity(64 * 1024);
                 while sent < n {
-                    chunk.clear();
-                    let len = (n - sent).min(64 * 1024);
-                    chunk.extend((sent..sent + len).map(payload_byte));
-                    send.write_all(&chunk).await.map_err(|e| e.to_string())?;
-                    sent += len;
+                    let len = (n - sent).min(PAYLOAD_CHUNK as u64) as usize;
+                    send.write_all(payload(sent, len))
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    sent += len as u64;
                 }
                 send.finish().map_err(|e| e.to_string())?;
                 Ok::<u64, String>(sent)
@@ -331,9 +330,12 @@ async fn download(conn: &quinn::Connection, n: u64) -> Result<u64, String> {
         .map_err(|e| e.to_string())?;
     send.finish().map_err(|e| e.to_string())?;
     let mut got = 0u64;
-    let mut buf = vec![0u8; 64 * 1024];
+    let mut buf = vec![0u8; PAYLOAD_CHUNK];
     while let Some(len) = recv.read(&mut buf).await.map_err(|e| e.to_string())? {
-        if let Some(i) = (0..len).find(|&i| buf[i] != payload_byte(got + i as u64)) {
+        if buf[..len] != *payload(got, len) {
+            let i = (0..len)
+                .find(|&i| buf[i] != payload_byte(got + i as u64))
+                .unwrap_or(0);
             return Err(format!("byte {} differs", got + i as u64));
         }
         got += len as u64;

@@ -58,20 +58,35 @@ fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> Result<bool, String> {
-    let runtime = Arc::new(
-        Runtime::new(RuntimeConfig::default(), corequic_quinn::capabilities())
-            .map_err(|e| format!("runtime: {e}"))?,
-    );
-    let mut plugins = Vec::new();
-    for p in &args.plugins {
-        plugins.push(
-            runtime
-                .load_file(&p.path, &p.grants)
-                .map_err(|e| e.to_string())?,
-        );
-    }
     let logs: Logs = Arc::default();
     let mut transport = quinn::TransportConfig::default();
+    // Without plugins there is no runtime at all (no engine, no epoch
+    // ticker): the baseline is plain quinn.
+    if !args.plugins.is_empty() {
+        let runtime = Arc::new(
+            Runtime::new(RuntimeConfig::default(), corequic_quinn::capabilities())
+                .map_err(|e| format!("runtime: {e}"))?,
+        );
+        let mut plugins = Vec::new();
+        for p in &args.plugins {
+            plugins.push(
+                runtime
+                    .load_file(&p.path, &p.grants)
+                    .map_err(|e| e.to_string())?,
+            );
+        }
+        let sink = logs.clone();
+        let factory = PluginFactory::new(runtime, plugins).log_sink(Arc::new(move |r| {
+            sink.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(r.clone());
+        }));
+        let factory = match args.role {
+            Role::Server => factory.local_address(args.addr),
+            Role::Client => factory,
+        };
+        transport.extension_factory(Some(Arc::new(factory)));
+    }
     if let Some(dir) = &args.qlog {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let role = match args.role {
@@ -84,19 +99,6 @@ async fn run(args: Args) -> Result<bool, String> {
         qlog.writer(Box::new(std::io::BufWriter::new(file)))
             .title(Some(format!("corequic quinn {role} {}", args.test)));
         transport.qlog_stream(qlog.into_stream());
-    }
-    if !plugins.is_empty() {
-        let sink = logs.clone();
-        let factory = PluginFactory::new(runtime, plugins).log_sink(Arc::new(move |r| {
-            sink.lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(r.clone());
-        }));
-        let factory = match args.role {
-            Role::Server => factory.local_address(args.addr),
-            Role::Client => factory,
-        };
-        transport.extension_factory(Some(Arc::new(factory)));
     }
     let transport = Arc::new(transport);
     let deadline = args.timeout;

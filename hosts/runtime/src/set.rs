@@ -484,25 +484,26 @@ impl PluginSet {
     /// decide whether to build a packet at all; frames that are not
     /// ack-eliciting only ride on packets the host sends anyway.
     pub fn wants_to_send(&mut self, conn: &mut dyn HostConnection, ctx: SendContext) -> bool {
-        let types: Vec<(u64, SendPosition)> = [
+        // Called whenever the stack has nothing of its own to send: no
+        // allocation, and nothing at all when no frame is registered.
+        let mut regs = std::mem::take(&mut self.regs_scratch);
+        regs.clear();
+        for position in [
             SendPosition::First,
             SendPosition::AfterAck,
             SendPosition::End,
-        ]
-        .into_iter()
-        .flat_map(|p| {
-            self.registrations(p)
-                .filter(|r| r.ack_eliciting)
-                .map(move |r| (r.frame_type, p))
-                .collect::<Vec<_>>()
-        })
-        .collect();
-        types.into_iter().any(|(ty, position)| {
-            matches!(
-                self.should_send_frame(conn, ty, SendContext { position, ..ctx }),
-                Ok(true)
-            )
-        })
+        ] {
+            regs.extend(self.registrations(position).filter(|r| r.ack_eliciting));
+        }
+        let wants = regs.iter().any(|r| {
+            let ctx = SendContext {
+                position: r.position,
+                ..ctx
+            };
+            matches!(self.should_send_frame(conn, r.frame_type, ctx), Ok(true))
+        });
+        self.regs_scratch = regs;
+        wants
     }
 
     /// Routine `should-send-frame`.

@@ -247,36 +247,6 @@ pub struct ControlResult {
     pub error: Option<String>,
 }
 
-/// One plugin's counters.
-#[derive(Debug, Clone, Serialize)]
-pub struct PluginReport {
-    /// Name from the manifest.
-    pub name: String,
-    /// Enabled (negotiated).
-    pub enabled: bool,
-    /// Calls made into it.
-    pub calls: u64,
-    /// Calls that returned an error.
-    pub errors: u64,
-    /// Denied host calls.
-    pub denied: u64,
-    /// Why it was removed, if it was.
-    pub removed: Option<String>,
-}
-
-impl From<PluginStats> for PluginReport {
-    fn from(s: PluginStats) -> Self {
-        PluginReport {
-            name: s.name,
-            enabled: s.enabled,
-            calls: s.calls,
-            errors: s.errors,
-            denied: s.denied,
-            removed: s.removed,
-        }
-    }
-}
-
 /// A plugin log line.
 #[derive(Debug, Clone, Serialize)]
 pub struct LogLine {
@@ -342,7 +312,7 @@ pub struct Stats {
     /// Why the connection closed, if it did with an error.
     pub close: Option<String>,
     /// Per-plugin counters.
-    pub plugins: Vec<PluginReport>,
+    pub plugins: Vec<PluginStats>,
     /// Plugin-control calls and their results.
     pub controls: Vec<ControlResult>,
     /// Plugin log lines.

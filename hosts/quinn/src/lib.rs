@@ -520,18 +520,14 @@ impl QuinnPlugins {
         )
     }
 
-    fn abi_send_context(
-        cx: &ExtensionContext<'_>,
-        epoch: Instant,
-        ctx: &SendContext,
-    ) -> abi::SendContext {
+    fn abi_send_context(&self, cx: &ExtensionContext<'_>, ctx: &SendContext) -> abi::SendContext {
         abi::SendContext {
             packet_type: PacketType::OneRtt,
             space: PnSpace::ApplicationData,
             packet_number: ctx.packet_number,
             position: abi_position(ctx.position),
             room: ctx.room as u64,
-            now: cx.now().saturating_duration_since(epoch).as_nanos() as u64,
+            now: self.now_ns(cx),
         }
     }
 }
@@ -564,7 +560,7 @@ impl Extension for QuinnPlugins {
         if !self.state.challenges.is_empty() {
             return true;
         }
-        let abi_ctx = Self::abi_send_context(cx, self.state.epoch, ctx);
+        let abi_ctx = self.abi_send_context(cx, ctx);
         self.with(Some(cx), |set, conn| set.wants_to_send(conn, abi_ctx))
     }
 
@@ -593,7 +589,7 @@ impl Extension for QuinnPlugins {
                 room -= 9;
             }
         }
-        let mut abi_ctx = Self::abi_send_context(cx, self.state.epoch, ctx);
+        let mut abi_ctx = self.abi_send_context(cx, ctx);
         abi_ctx.room = room as u64;
         let mut written = Vec::new();
         self.with(Some(cx), |set, conn| {

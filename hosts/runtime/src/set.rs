@@ -82,6 +82,7 @@ pub struct WrittenFrame {
 
 /// Counters of one plugin on one connection.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct PluginStats {
     /// The plugin's name.
     pub name: String,

@@ -5,7 +5,7 @@
 
 use corequic_endpoint::{
     ALPN, Args, ControlResult, EXIT_FAIL, EXIT_PASS, EXIT_UNSUPPORTED, LogLine, PAYLOAD_CHUNK,
-    PluginReport, Role, Stats, USAGE, parse_request, payload, payload_byte, render,
+    Role, Stats, USAGE, parse_request, payload, payload_byte, render,
 };
 use corequic_quinn::{PluginFactory, plugin_control, with_plugins};
 use corequic_runtime::{LogRecord, Runtime, RuntimeConfig};
@@ -188,7 +188,7 @@ async fn server(
         }
         controls.extend(scheduled.await.unwrap_or_default());
         if let Some(stats) = with_plugins(&conn, |p, _| p.stats()) {
-            plugins.extend(stats.into_iter().map(PluginReport::from));
+            plugins.extend(stats);
         }
     }
     let stats = Stats {
@@ -278,11 +278,7 @@ async fn client(
     let duration = transfer_start.elapsed();
     // Let the scheduled controls finish (they are part of the test).
     let controls = scheduled.await.unwrap_or_default();
-    let plugins: Vec<PluginReport> = with_plugins(&conn, |p, _| p.stats())
-        .unwrap_or_default()
-        .into_iter()
-        .map(PluginReport::from)
-        .collect();
+    let plugins = with_plugins(&conn, |p, _| p.stats()).unwrap_or_default();
     let extra = vec![
         (
             "rtt_ms".into(),

@@ -27,6 +27,8 @@ if [ -f "$dest/.corequic-patched" ] && [ "$(cat "$dest/.corequic-patched")" = "$
 fi
 
 find_archive() {
+  # The registry cache does not exist on a fresh machine: not an error.
+  [ -d "$cargo_home/registry/cache" ] || return 0
   find "$cargo_home/registry/cache" -name "$crate-$version.crate" 2>/dev/null | head -n 1
 }
 archive=$(find_archive)

@@ -13,7 +13,7 @@ PLUGINS := padding probe bdp dummy ack-logger
 TEST_PLUGINS := test-bench test-hostile test-observer test-abi-mismatch
 ALL_PLUGINS := $(PLUGINS) $(TEST_PLUGINS)
 # Host-side packages (everything but the wasm plugin crates).
-HOST_PACKAGES := -p corequic-runtime -p corequic-sdk -p xtask -p corequic-quinn -p corequic-endpoint
+HOST_PACKAGES := -p corequic-runtime -p corequic-sdk -p xtask -p corequic-quinn -p corequic-endpoint -p corequic-quiche
 
 .PHONY: all setup patches test-upstream plugins wit-doc check-wit-doc fmt-check lint test bench demo interop sizes clean
 
@@ -30,6 +30,13 @@ setup:
 	  rustup target add --toolchain $(TOOLCHAIN) $(WASM_TARGET)
 	@rustup component list --installed --toolchain $(TOOLCHAIN) | grep -q clippy || \
 	  rustup component add --toolchain $(TOOLCHAIN) rustfmt clippy
+	@# quiche's BoringSSL build needs cmake and libclang (bindgen).
+	@if ! command -v cmake >/dev/null || { command -v dpkg >/dev/null && ! dpkg -s libclang-dev >/dev/null 2>&1; }; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing cmake and libclang-dev (quiche's BoringSSL build)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cmake libclang-dev >/dev/null; \
+	  else echo "warning: quiche needs cmake and libclang-dev (apt-get install cmake libclang-dev)" >&2; fi; \
+	fi
 
 ## patches: pristine pinned upstream crates + our hook patches, in build/patched
 ## (the workspace's [patch.crates-io] points there, so this runs before any cargo).
@@ -37,10 +44,12 @@ PATCHED := build/patched
 patches:
 	@tools/patch-crate.sh quinn-proto 0.11.19 hosts/quinn/patches/quinn-proto $(PATCHED)
 	@tools/patch-crate.sh quinn 0.11.12 hosts/quinn/patches/quinn $(PATCHED)
+	@tools/patch-crate.sh quiche 0.30.0 hosts/quiche/patches/quiche $(PATCHED)
 
 ## test-upstream: the patched stacks' own test suites (no plugins loaded).
 test-upstream: setup patches
 	$(CARGO) test -q --manifest-path $(PATCHED)/quinn-proto-0.11.19/Cargo.toml
+	$(CARGO) test -q --lib --target-dir $(TARGET_DIR) --manifest-path $(PATCHED)/quiche-0.30.0/Cargo.toml
 
 ## plugins: build every plugin for wasm32 and turn it into a component.
 plugins: setup patches

@@ -1,0 +1,379 @@
+//! Running a quiche connection over a UDP socket, with the hq-interop
+//! application of the endpoint contract (`interop-runner/ENDPOINT.md`):
+//! shared by the `quiche-endpoint` binary and the tests.
+//!
+//! quiche is sans-IO except for its clock: [`run`] feeds it datagrams, sends
+//! what it writes, and sleeps until `Connection::timeout()` (which includes
+//! the plugins' timers), an application deadline, or a command arrives.
+
+use corequic_endpoint::{PAYLOAD_CHUNK, parse_request, payload, payload_byte};
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+use tokio::net::UdpSocket;
+use tokio::sync::mpsc;
+
+/// Largest UDP datagram read or written.
+const MAX_DATAGRAM: usize = 65_535;
+
+/// Work the owner of a running connection asks its driver to do, e.g. a
+/// plugin-control call.
+pub type Command = Box<dyn FnOnce(&mut quiche::Connection) + Send>;
+
+/// The application protocol on a connection.
+pub trait App {
+    /// Make progress after any event: read what arrived, write what fits.
+    fn progress(&mut self, conn: &mut quiche::Connection);
+
+    /// When `progress` must run next even without an event.
+    fn deadline(&self) -> Option<Instant> {
+        None
+    }
+}
+
+/// A connection ID from the process's randomly seeded hasher (good enough
+/// for interop endpoints; not a cryptographic source).
+pub fn new_cid() -> quiche::ConnectionId<'static> {
+    let state = std::collections::hash_map::RandomState::new();
+    let mut id = Vec::with_capacity(16);
+    for i in 0..2u64 {
+        let mut h = state.build_hasher();
+        h.write_u64(i);
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_nanos(),
+        );
+        id.extend_from_slice(&h.finish().to_be_bytes());
+    }
+    quiche::ConnectionId::from_vec(id)
+}
+
+/// Drive `conn` on `socket` with `peer` until it is closed. `first` is a
+/// datagram already received for it (a server's first Initial). Datagrams
+/// from other addresses are dropped.
+pub async fn run(
+    conn: &mut quiche::Connection,
+    socket: &UdpSocket,
+    peer: SocketAddr,
+    app: &mut dyn App,
+    commands: &mut mpsc::UnboundedReceiver<Command>,
+    first: Option<Vec<u8>>,
+) -> Result<(), String> {
+    let local = socket.local_addr().map_err(|e| e.to_string())?;
+    let mut buf = vec![0u8; MAX_DATAGRAM];
+    let mut out = vec![0u8; MAX_DATAGRAM];
+    let mut commands_open = true;
+    if let Some(mut datagram) = first {
+        let info = quiche::RecvInfo {
+            from: peer,
+            to: local,
+        };
+        // A bad first datagram shows up as a closed connection.
+        let _ = conn.recv(&mut datagram, info);
+    }
+    loop {
+        app.progress(conn);
+        flush(conn, socket, &mut out).await?;
+        if conn.is_closed() {
+            return Ok(());
+        }
+        let now = Instant::now();
+        let timer = conn.timeout().map(|d| now + d);
+        let wake = match (timer, app.deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let sleep = async {
+            match wake {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            r = socket.recv_from(&mut buf) => {
+                let (n, from) = r.map_err(|e| e.to_string())?;
+                receive(conn, &mut buf[..n], from, peer, local);
+                // Take whatever else is queued before answering.
+                while let Ok((n, from)) = socket.try_recv_from(&mut buf) {
+                    receive(conn, &mut buf[..n], from, peer, local);
+                }
+            }
+            () = sleep => {
+                if timer.is_some_and(|t| t <= Instant::now()) {
+                    conn.on_timeout();
+                }
+            }
+            cmd = commands.recv(), if commands_open => match cmd {
+                Some(cmd) => cmd(conn),
+                None => commands_open = false,
+            },
+        }
+    }
+}
+
+fn receive(
+    conn: &mut quiche::Connection,
+    datagram: &mut [u8],
+    from: SocketAddr,
+    peer: SocketAddr,
+    local: SocketAddr,
+) {
+    if from != peer {
+        return;
+    }
+    // Errors close the connection inside quiche (or drop the packet).
+    let _ = conn.recv(datagram, quiche::RecvInfo { from, to: local });
+}
+
+async fn flush(
+    conn: &mut quiche::Connection,
+    socket: &UdpSocket,
+    out: &mut [u8],
+) -> Result<(), String> {
+    loop {
+        match conn.send(out) {
+            Ok((n, info)) => {
+                socket
+                    .send_to(&out[..n], info.to)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
+            Err(quiche::Error::Done) => return Ok(()),
+            // quiche closes the connection itself on a fatal error.
+            Err(_) => return Ok(()),
+        }
+    }
+}
+
+/// Wait on `socket` for a client's first Initial packet; returns it, its
+/// sender and the client's destination connection ID.
+pub async fn wait_for_initial(
+    socket: &UdpSocket,
+) -> Result<(Vec<u8>, SocketAddr, Vec<u8>), String> {
+    let mut buf = vec![0u8; MAX_DATAGRAM];
+    loop {
+        let (n, from) = socket
+            .recv_from(&mut buf)
+            .await
+            .map_err(|e| e.to_string())?;
+        let Ok(hdr) = quiche::Header::from_slice(&mut buf[..n], quiche::MAX_CONN_ID_LEN) else {
+            continue;
+        };
+        if hdr.ty == quiche::Type::Initial && quiche::version_is_supported(hdr.version) {
+            let dcid = hdr.dcid.to_vec();
+            return Ok((buf[..n].to_vec(), from, dcid));
+        }
+    }
+}
+
+/// The hq-interop server: answers `GET /<n>` on each bidirectional stream
+/// with `n` payload bytes.
+#[derive(Default)]
+pub struct HqServer {
+    requests: HashMap<u64, Vec<u8>>,
+    responses: Vec<(u64, u64, u64)>,
+    /// Bytes of completed responses.
+    pub served: u64,
+}
+
+impl App for HqServer {
+    fn progress(&mut self, conn: &mut quiche::Connection) {
+        let mut buf = [0u8; 256];
+        for id in conn.readable() {
+            while let Ok((n, fin)) = conn.stream_recv(id, &mut buf) {
+                let request = self.requests.entry(id).or_default();
+                if request.len() + n <= 256 {
+                    request.extend_from_slice(&buf[..n]);
+                }
+                if fin {
+                    let request = self.requests.remove(&id).unwrap_or_default();
+                    match parse_request(&request) {
+                        Some(total) => self.responses.push((id, 0, total)),
+                        None => {
+                            let _ = conn.stream_shutdown(id, quiche::Shutdown::Write, 1);
+                        }
+                    }
+                    break;
+                }
+            }
+        }
+        let mut finished = 0;
+        for (id, sent, total) in &mut self.responses {
+            loop {
+                let len = (*total - *sent).min(PAYLOAD_CHUNK as u64) as usize;
+                let fin = *sent + len as u64 == *total;
+                match conn.stream_send(*id, payload(*sent, len), fin) {
+                    Ok(n) => {
+                        *sent += n as u64;
+                        if fin && n == len {
+                            self.served += *total;
+                            *total = u64::MAX;
+                            finished += 1;
+                            break;
+                        }
+                        if n < len {
+                            break;
+                        }
+                    }
+                    Err(_) => {
+                        // Done (no capacity) or a reset stream: try later or drop.
+                        break;
+                    }
+                }
+            }
+        }
+        if finished > 0 {
+            self.responses.retain(|(_, _, total)| *total != u64::MAX);
+        }
+    }
+}
+
+/// The hq-interop client: GETs `size` bytes on stream 0 once the handshake
+/// is complete, checks every byte, and closes with code 0 when done.
+pub struct HqClient {
+    size: u64,
+    requested: bool,
+    received: u64,
+    /// When the request was sent.
+    pub started: Option<Instant>,
+    /// How long the download took, once it ended.
+    pub duration: Option<Duration>,
+    /// `Ok(bytes)` after a byte-exact download, `Err` on a mismatch.
+    pub result: Option<Result<u64, String>>,
+    /// Keep the connection open after the download (the caller closes it).
+    pub keep_open: bool,
+}
+
+impl HqClient {
+    /// A client downloading `size` bytes.
+    pub fn new(size: u64) -> Self {
+        HqClient {
+            size,
+            requested: false,
+            received: 0,
+            started: None,
+            duration: None,
+            result: None,
+            keep_open: false,
+        }
+    }
+
+    fn finish(&mut self, conn: &mut quiche::Connection, result: Result<u64, String>) {
+        self.duration = self.started.map(|s| s.elapsed());
+        let failed = result.is_err();
+        self.result = Some(result);
+        if failed || !self.keep_open {
+            let _ = conn.close(true, if failed { 1 } else { 0 }, b"done");
+        }
+    }
+}
+
+impl App for HqClient {
+    fn progress(&mut self, conn: &mut quiche::Connection) {
+        if !conn.is_established() || self.result.is_some() {
+            return;
+        }
+        if !self.requested {
+            let request = format!("GET /{}\r\n", self.size);
+            if conn.stream_send(0, request.as_bytes(), true).is_ok() {
+                self.requested = true;
+                self.started = Some(Instant::now());
+            }
+            return;
+        }
+        let mut buf = vec![0u8; PAYLOAD_CHUNK];
+        while let Ok((n, fin)) = conn.stream_recv(0, &mut buf) {
+            if buf[..n] != *payload(self.received, n) {
+                let i = (0..n)
+                    .find(|&i| buf[i] != payload_byte(self.received + i as u64))
+                    .unwrap_or(0);
+                let at = self.received + i as u64;
+                self.finish(conn, Err(format!("byte {at} differs")));
+                return;
+            }
+            self.received += n as u64;
+            if self.received > self.size {
+                self.finish(conn, Err(format!("more than {} bytes", self.size)));
+                return;
+            }
+            if fin {
+                let r = if self.received == self.size {
+                    Ok(self.received)
+                } else {
+                    Err(format!("{} of {} bytes", self.received, self.size))
+                };
+                self.finish(conn, r);
+                return;
+            }
+        }
+    }
+}
+
+/// The base configuration of the hq-interop endpoints: ALPN `hq-interop`,
+/// 1200-byte datagrams (no PMTU discovery), generous flow control.
+pub fn base_config() -> Result<quiche::Config, String> {
+    let mut config = quiche::Config::new(quiche::PROTOCOL_VERSION).map_err(|e| e.to_string())?;
+    config
+        .set_application_protos(&[corequic_endpoint::ALPN])
+        .map_err(|e| e.to_string())?;
+    config.set_max_idle_timeout(30_000);
+    config.set_max_recv_udp_payload_size(MAX_DATAGRAM);
+    config.set_max_send_udp_payload_size(1200);
+    config.set_initial_max_data(16 << 20);
+    config.set_initial_max_stream_data_bidi_local(16 << 20);
+    config.set_initial_max_stream_data_bidi_remote(16 << 20);
+    config.set_initial_max_stream_data_uni(1 << 20);
+    config.set_initial_max_streams_bidi(100);
+    config.set_initial_max_streams_uni(100);
+    config.set_disable_active_migration(true);
+    Ok(config)
+}
+
+/// A server configuration with a fresh self-signed certificate for
+/// `localhost` (written to a private temporary folder that is removed
+/// again once quiche has loaded it).
+pub fn server_config() -> Result<quiche::Config, String> {
+    let mut config = base_config()?;
+    let cert =
+        rcgen::generate_simple_self_signed(vec!["localhost".into()]).map_err(|e| e.to_string())?;
+    let dir = std::env::temp_dir().join(format!(
+        "corequic-quiche-{}-{:x}",
+        std::process::id(),
+        u64::from_be_bytes(
+            new_cid()
+                .as_ref()
+                .get(..8)
+                .and_then(|b| b.try_into().ok())
+                .unwrap_or_default()
+        )
+    ));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let (cert_path, key_path) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let loaded = (|| {
+        std::fs::write(&cert_path, cert.cert.pem()).map_err(|e| e.to_string())?;
+        std::fs::write(&key_path, cert.signing_key.serialize_pem()).map_err(|e| e.to_string())?;
+        let path = |p: &std::path::Path| p.to_str().map(str::to_owned).ok_or("non-UTF-8 temp path");
+        config
+            .load_cert_chain_from_pem_file(&path(&cert_path)?)
+            .map_err(|e| format!("certificate: {e}"))?;
+        config
+            .load_priv_key_from_pem_file(&path(&key_path)?)
+            .map_err(|e| format!("key: {e}"))?;
+        Ok::<(), String>(())
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    loaded?;
+    Ok(config)
+}
+
+/// A client configuration: the server's certificate chain is not checked
+/// (interop endpoints use throwaway certificates), its handshake signature
+/// is.
+pub fn client_config() -> Result<quiche::Config, String> {
+    let mut config = base_config()?;
+    config.verify_peer(false);
+    Ok(config)
+}

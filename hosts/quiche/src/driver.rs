@@ -22,7 +22,7 @@ const MAX_DATAGRAM: usize = 65_535;
 pub type Command = Box<dyn FnOnce(&mut quiche::Connection) + Send>;
 
 /// The application protocol on a connection.
-pub trait App {
+pub trait App: Send {
     /// Make progress after any event: read what arrived, write what fits.
     fn progress(&mut self, conn: &mut quiche::Connection);
 

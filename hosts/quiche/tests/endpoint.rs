@@ -108,6 +108,27 @@ fn run(
     server_plugins: &[&str],
     client_flags: &[&str],
 ) -> Run {
+    let (client, server, run) = run_with(
+        client_bin,
+        server_bin,
+        test,
+        (client_plugins, client_flags),
+        (server_plugins, &[]),
+    );
+    assert_eq!(client, Some(0), "the client passed: {}", run.client);
+    assert_eq!(server, Some(0), "the server passed");
+    run
+}
+
+/// Run a client and a server, each with its plugins and extra flags; returns
+/// their exit codes and what they wrote.
+fn run_with(
+    client_bin: &str,
+    server_bin: &str,
+    test: &str,
+    (client_plugins, client_flags): (&[&str], &[&str]),
+    (server_plugins, server_flags): (&[&str], &[&str]),
+) -> (Option<i32>, Option<i32>, Run) {
     let dir = std::env::temp_dir().join(format!(
         "quiche-endpoint-test-{}-{test}-{}",
         std::process::id(),
@@ -127,6 +148,7 @@ fn run(
         .args(["--test", test, "--timeout", "30"])
         .args(["--stats", &server_stats.display().to_string()])
         .args(plugin_args(server_plugins))
+        .args(server_flags)
         .stderr(Stdio::piped())
         .spawn()
         .expect("server");
@@ -157,10 +179,8 @@ fn run(
         server: read(&server_stats),
         seen: seen.lock().unwrap_or_else(|e| e.into_inner()).clone(),
     };
-    assert_eq!(client.code(), Some(0), "the client passed: {}", run.client);
-    assert_eq!(server_status.code(), Some(0), "the server passed");
     let _ = std::fs::remove_dir_all(&dir);
-    run
+    (client.code(), server_status.code(), run)
 }
 
 fn assert_download(run: &Run, size: u64) {
@@ -415,6 +435,38 @@ fn one_sided_bdp_against_quinn_without_plugins() {
             plugins.iter().all(|p| p["enabled"] == false),
             "{pair}: nothing negotiated: {}",
             run.client
+        );
+    }
+}
+
+#[test]
+fn a_trap_in_a_define_routine_closes_a_quinn_clients_connection() {
+    // Only this direction: a quinn server closing mid-flood is seen by its
+    // client as a stateless reset or not at all, with or without plugins
+    // (quinn's own behaviour, hosts/quinn/README.md).
+    {
+        let (client, server, pair) = (quinn(), QUICHE.to_string(), "quinn client, quiche server");
+        // The server arms a trap in the hostile plugin's should-send-frame
+        // (DEFINE) right after the handshake: it closes the connection with
+        // the plugin-failure code, the download fails, nothing panics.
+        let (client_code, server_code, run) = run_with(
+            &client,
+            &server,
+            "hostile",
+            (&[], &["--size", "2000000"]),
+            (&["test-hostile"], &["--control", "0:0x480007"]),
+        );
+        assert_eq!(client_code, Some(1), "{pair}: the download failed");
+        assert_eq!(server_code, Some(0), "{pair}: the server ran as specified");
+        assert_eq!(run.client["ok"], false);
+        let close = run.client["close"].as_str().unwrap_or_default();
+        assert!(
+            close.contains("hostile") && close.contains("should-send-frame"),
+            "{pair}: {close}"
+        );
+        assert!(
+            close.contains("0x43510001") || close.contains("1129381889"),
+            "{pair}: the plugin-failure code in {close}"
         );
     }
 }

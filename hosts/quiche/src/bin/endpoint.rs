@@ -48,7 +48,9 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_FAIL as u8);
         }
     };
-    let deadline = args.timeout;
+    // A backstop: the client and server give up at --timeout themselves and
+    // still write their stats.
+    let deadline = args.timeout + std::time::Duration::from_secs(5);
     let code = match rt.block_on(async { tokio::time::timeout(deadline, run(args)).await }) {
         Ok(Ok(true)) => EXIT_PASS,
         Ok(Ok(false)) => EXIT_FAIL,
@@ -246,7 +248,13 @@ async fn server(args: &Args, logs: Logs) -> Result<bool, String> {
     let (mut served, mut handled) = (0u64, 0u64);
     let (mut plugins, mut controls, mut close) = (Vec::new(), Vec::new(), None);
     while args.connections == 0 || handled < args.connections {
-        let (first, peer, _dcid) = driver::wait_for_initial(&socket).await?;
+        let remaining = args.timeout.saturating_sub(started.elapsed());
+        let Ok(initial) = tokio::time::timeout(remaining, driver::wait_for_initial(&socket)).await
+        else {
+            close = Some(format!("no connection within {:?}", args.timeout));
+            break;
+        };
+        let (first, peer, _dcid) = initial?;
         handled += 1;
         let scid = driver::new_cid();
         let mut conn = match quiche::accept(&scid, None, local, peer, &mut config) {
@@ -259,7 +267,17 @@ async fn server(args: &Args, logs: Logs) -> Result<bool, String> {
         set_qlog(args, &mut conn)?;
         let mut app = WithControls::new(HqServer::default(), &args.controls);
         let (_tx, mut rx) = mpsc::unbounded_channel::<Command>();
-        driver::run(&mut conn, &socket, peer, &mut app, &mut rx, Some(first)).await?;
+        let run = driver::run(&mut conn, &socket, peer, &mut app, &mut rx, Some(first));
+        let remaining = args.timeout.saturating_sub(started.elapsed());
+        match tokio::time::timeout(remaining, run).await {
+            Ok(r) => r?,
+            Err(_) => {
+                close = Some(format!("timed out after {:?}", args.timeout));
+                controls.extend(app.results);
+                plugins.extend(plugin_stats(&mut conn));
+                break;
+            }
+        }
         served += app.app.served;
         if let Some(reason) = close_reason(&conn) {
             close = Some(reason);
@@ -309,7 +327,14 @@ async fn client(args: &Args, logs: Logs) -> Result<bool, String> {
         closed: false,
     };
     let (_tx, mut rx) = mpsc::unbounded_channel::<Command>();
-    driver::run(&mut conn, &socket, args.addr, &mut app, &mut rx, None).await?;
+    let run = driver::run(&mut conn, &socket, args.addr, &mut app, &mut rx, None);
+    let timed_out = match tokio::time::timeout(args.timeout, run).await {
+        Ok(r) => {
+            r?;
+            false
+        }
+        Err(_) => true,
+    };
 
     let client = &app.inner.app;
     let (ok, bytes) = match &client.result {
@@ -332,7 +357,11 @@ async fn client(args: &Args, logs: Logs) -> Result<bool, String> {
         bytes,
         duration_ms: client.duration.unwrap_or_default().as_secs_f64() * 1e3,
         handshake_ms: app.handshake.map(|d| d.as_secs_f64() * 1e3),
-        close: close_reason(&conn),
+        close: if timed_out {
+            Some(format!("timed out after {:?}", args.timeout))
+        } else {
+            close_reason(&conn)
+        },
         plugins: plugin_stats(&mut conn),
         controls: app.inner.results.clone(),
         logs: log_lines(&logs),

@@ -1,0 +1,801 @@
+//! The test cases: which plugins and controls each side gets, on which
+//! link, and the evidence a cell must show to pass.
+
+use crate::execute::{EndpointStats, RunOutcome, RunSpec, SideSpec};
+use crate::link::{DatagramRecord, Direction, Fate, LinkParams};
+use std::time::Duration;
+
+/// Every test case, in matrix order (ENDPOINT.md).
+pub const TESTS: &[&str] = &[
+    "transfer",
+    "padding",
+    "padding-one-sided",
+    "probe",
+    "bdp",
+    "dummy",
+    "dummy+padding",
+    "ack-logger",
+    "hostile",
+];
+
+/// The test cases of the paper matrix.
+pub const PAPER_TESTS: &[&str] = &["padding", "bdp", "dummy+padding"];
+
+/// The largest UDP payload the emulated path carries: QUIC's minimum, so
+/// every stack's "MTU-sized" is the same 1200 bytes.
+pub const PATH_DATAGRAM_SIZE: usize = 1200;
+
+/// plugin-control id of padding's on/off switch.
+pub const PADDING_TOGGLE: u64 = 0x80001;
+/// plugin-control id of bdp's "remembered window".
+pub const BDP_WINDOW: u64 = 0x80000;
+/// plugin-control id of probe's "send a probe".
+pub const PROBE_SEND: u64 = 1;
+/// plugin-control id of probe's "last latency".
+pub const PROBE_LATENCY: u64 = 2;
+/// plugin-control id that arms a trap in the hostile plugin's next
+/// should-send-frame (a DEFINE routine).
+pub const HOSTILE_ARM_TRAP_IN_DEFINE: u64 = 0x48_0007;
+/// The application error code of a failed protocol-defining plugin.
+pub const PLUGIN_FAILURE_CODE: u64 = 0x4351_0001;
+
+/// How big and how long: the three matrices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Matrix {
+    /// Small files and a short RTT, run by `make test`.
+    Reduced,
+    /// `make interop`.
+    Default,
+    /// The paper's scenarios (`make paper`).
+    Paper,
+}
+
+impl Matrix {
+    /// Parse `reduced`, `default` or `paper`.
+    pub fn parse(name: &str) -> Option<Matrix> {
+        match name {
+            "reduced" => Some(Matrix::Reduced),
+            "default" => Some(Matrix::Default),
+            "paper" => Some(Matrix::Paper),
+            _ => None,
+        }
+    }
+
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Matrix::Reduced => "reduced",
+            Matrix::Default => "default",
+            Matrix::Paper => "paper",
+        }
+    }
+
+    /// The test cases it runs.
+    pub fn tests(self) -> &'static [&'static str] {
+        match self {
+            Matrix::Paper => PAPER_TESTS,
+            _ => TESTS,
+        }
+    }
+}
+
+fn link(rtt_ms: u64, mbps: u64, queue_bytes: u64) -> LinkParams {
+    LinkParams {
+        one_way_delay: Duration::from_millis(rtt_ms / 2),
+        rate_bits_per_second: Some(mbps * 1_000_000),
+        queue_bytes,
+        loss: 0.0,
+        max_datagram_size: PATH_DATAGRAM_SIZE,
+        seed: 1,
+    }
+}
+
+/// The bandwidth-delay product of a link, bytes.
+pub fn bdp_bytes(link: &LinkParams) -> u64 {
+    let rate = link.rate_bits_per_second.unwrap_or(0) as f64 / 8.0;
+    (rate * link.rtt().as_secs_f64()) as u64
+}
+
+fn run(label: &str, link: &LinkParams, size: u64, server: SideSpec, client: SideSpec) -> RunSpec {
+    // Generous: slow plugins (padding halts every datagram) and debug builds.
+    let expected = link.rtt().as_secs_f64() * 20.0
+        + size as f64 * 8.0 / link.rate_bits_per_second.unwrap_or(u64::MAX) as f64 * 4.0;
+    RunSpec {
+        label: label.into(),
+        link: link.clone(),
+        file_size: size,
+        server,
+        client,
+        timeout_seconds: 30 + expected.ceil() as u64,
+    }
+}
+
+/// The runs of one cell.
+pub fn plan(test: &str, matrix: Matrix) -> Vec<RunSpec> {
+    let none = SideSpec::default;
+    let padded = || SideSpec::with(&["padding"]);
+    // (link for most tests, link for bdp, file size, repetitions)
+    let (short, long, size, reps) = match matrix {
+        Matrix::Reduced => (link(10, 20, 64_000), link(100, 20, 250_000), 200_000, 1),
+        Matrix::Default => (link(20, 20, 100_000), link(200, 20, 500_000), 1_000_000, 1),
+        Matrix::Paper => (link(40, 50, 250_000), link(500, 50, 3_125_000), 500_000, 30),
+    };
+    let repeated = |label: &str, n: u32, make: &dyn Fn(&str) -> RunSpec| -> Vec<RunSpec> {
+        if n == 1 {
+            vec![make(label)]
+        } else {
+            (1..=n).map(|i| make(&format!("{label}-{i}"))).collect()
+        }
+    };
+    match test {
+        "transfer" => vec![run("transfer", &short, size, none(), none())],
+        "padding" => {
+            let padding_size = match matrix {
+                Matrix::Reduced => 200_000,
+                Matrix::Default => 500_000,
+                Matrix::Paper => 500_000,
+            };
+            let mut runs = repeated("baseline", reps, &|l| {
+                run(l, &short, padding_size, none(), none())
+            });
+            runs.extend(repeated("padded", reps, &|l| {
+                run(l, &short, padding_size, padded(), padded())
+            }));
+            runs
+        }
+        "padding-one-sided" => vec![run("padded-client", &short, size / 5, none(), padded())],
+        "probe" => vec![run(
+            "probe",
+            &short,
+            size / 5,
+            none(),
+            SideSpec::with(&["probe"])
+                .control(format!("50:{PROBE_SEND}"))
+                .control(format!(
+                    "{}:{PROBE_LATENCY}",
+                    50 + 10 * short.rtt().as_millis()
+                )),
+        )],
+        "bdp" => {
+            let (bdp_size, bdp_reps) = match matrix {
+                Matrix::Reduced => (1_000_000, 1),
+                Matrix::Default => (4_000_000, 1),
+                Matrix::Paper => (20_000_000, 5),
+            };
+            let window = bdp_bytes(&long);
+            let mut runs = repeated("baseline", bdp_reps, &|l| {
+                run(l, &long, bdp_size, none(), none())
+            });
+            runs.extend(repeated("plugin", bdp_reps, &|l| {
+                run(
+                    l,
+                    &long,
+                    bdp_size,
+                    SideSpec::with(&["bdp"]),
+                    SideSpec::with(&["bdp"]).control(format!("0:{BDP_WINDOW}:{window}")),
+                )
+            }));
+            runs
+        }
+        "dummy" => vec![run(
+            "dummy",
+            &short,
+            size / 2,
+            SideSpec::with(&["dummy"]),
+            SideSpec::with(&["dummy"]),
+        )],
+        "dummy+padding" => {
+            let (dp_link, dp_size) = match matrix {
+                Matrix::Reduced => (short.clone(), 1_000_000),
+                Matrix::Default => (link(40, 20, 100_000), 1_000_000),
+                Matrix::Paper => (link(100, 50, 625_000), 2_000_000),
+            };
+            vec![run(
+                "dummy+padding",
+                &dp_link,
+                dp_size,
+                SideSpec::with(&["dummy"]),
+                SideSpec::with(&["padding", "dummy"]),
+            )]
+        }
+        "ack-logger" => vec![run(
+            "ack-logger",
+            &short,
+            size / 5,
+            SideSpec::with(&["ack-logger"]),
+            none(),
+        )],
+        "hostile" => vec![run(
+            "hostile",
+            // A queue the flood cannot fill before the fault, so the
+            // server's CONNECTION_CLOSE is not lost at the bottleneck.
+            &LinkParams {
+                queue_bytes: 8_000_000,
+                ..short.clone()
+            },
+            // Far more than the link carries before the loop is triggered.
+            50_000_000,
+            SideSpec::with(&["test-hostile"])
+                .control(format!("200:{HOSTILE_ARM_TRAP_IN_DEFINE:#x}")),
+            none(),
+        )],
+        _ => Vec::new(),
+    }
+}
+
+/// One piece of evidence.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Check {
+    /// What was checked.
+    pub name: String,
+    /// Whether it held.
+    pub passed: bool,
+    /// The numbers behind it.
+    pub detail: String,
+}
+
+fn check(name: impl Into<String>, passed: bool, detail: impl Into<String>) -> Check {
+    Check {
+        name: name.into(),
+        passed,
+        detail: detail.into(),
+    }
+}
+
+/// Short-header (1-RTT) datagrams of one direction, in send order.
+pub fn one_rtt(trace: &[DatagramRecord], direction: Direction) -> Vec<&DatagramRecord> {
+    trace
+        .iter()
+        .filter(|r| r.direction == direction && r.short_header)
+        .collect()
+}
+
+/// Gaps between consecutive sends of one direction's 1-RTT datagrams, ms.
+pub fn inter_departure_ms(trace: &[DatagramRecord], direction: Direction) -> Vec<f64> {
+    one_rtt(trace, direction)
+        .windows(2)
+        .map(|w| (w[1].sent - w[0].sent).as_secs_f64() * 1e3)
+        .collect()
+}
+
+fn side_name(direction: Direction) -> &'static str {
+    match direction {
+        Direction::ClientToServer => "client",
+        Direction::ServerToClient => "server",
+    }
+}
+
+/// When the transfer ended: the client received the last full-size
+/// server datagram. After that the stacks close the connection, and their
+/// CONNECTION_CLOSE packets (sent outside the frame scheduler, so no
+/// plugin pads them) are not part of the padding evidence.
+pub fn transfer_end(trace: &[DatagramRecord]) -> Option<Duration> {
+    trace
+        .iter()
+        .filter(|r| {
+            r.direction == Direction::ServerToClient
+                && r.short_header
+                && r.size == PATH_DATAGRAM_SIZE
+        })
+        .filter_map(|r| match r.fate {
+            Fate::Delivered { arrives, .. } => Some(arrives),
+            Fate::Dropped(_) => None,
+        })
+        .max()
+}
+
+/// The 1-RTT datagrams of one direction that the path carried (the
+/// stack's MTU probes above the path size are dropped by the link and never
+/// reach the peer), sent before [`transfer_end`].
+pub fn carried_before_close(
+    trace: &[DatagramRecord],
+    direction: Direction,
+) -> Vec<&DatagramRecord> {
+    let end = transfer_end(trace).unwrap_or(Duration::MAX);
+    one_rtt(trace, direction)
+        .into_iter()
+        .filter(|r| r.fate != Fate::Dropped(crate::link::DropReason::TooLarge) && r.sent < end)
+        .collect()
+}
+
+fn all_full_size(run: &RunOutcome, direction: Direction) -> Check {
+    let datagrams = carried_before_close(&run.trace, direction);
+    let short: Vec<usize> = datagrams
+        .iter()
+        .filter(|r| r.size != PATH_DATAGRAM_SIZE)
+        .map(|r| r.size)
+        .collect();
+    check(
+        format!(
+            "{}: every {} 1-RTT datagram is {PATH_DATAGRAM_SIZE} bytes",
+            run.spec.label,
+            side_name(direction)
+        ),
+        !datagrams.is_empty() && short.is_empty(),
+        format!(
+            "{} datagrams, {} smaller (e.g. {:?})",
+            datagrams.len(),
+            short.len(),
+            &short[..short.len().min(5)]
+        ),
+    )
+}
+
+fn some_smaller(run: &RunOutcome, direction: Direction) -> Check {
+    let datagrams = one_rtt(&run.trace, direction);
+    let smaller = datagrams
+        .iter()
+        .filter(|r| r.size < PATH_DATAGRAM_SIZE)
+        .count();
+    check(
+        format!(
+            "{}: the unpadded {} sends smaller 1-RTT datagrams",
+            run.spec.label,
+            side_name(direction)
+        ),
+        smaller > 0,
+        format!("{smaller} of {} smaller", datagrams.len()),
+    )
+}
+
+fn mean(values: &[f64]) -> f64 {
+    if values.is_empty() {
+        0.0
+    } else {
+        values.iter().sum::<f64>() / values.len() as f64
+    }
+}
+
+/// The checks every run must pass: both exit 0, the download is byte-exact
+/// (the client verifies every byte and reports the count), both stats
+/// files are schema 1.
+fn completed(run: &RunOutcome) -> Vec<Check> {
+    let label = &run.spec.label;
+    let mut checks = Vec::new();
+    if let Some(e) = &run.runner_error {
+        checks.push(check(format!("{label}: runner"), false, e.clone()));
+    }
+    checks.push(check(
+        format!("{label}: both endpoints exit 0"),
+        run.client.exit_code == Some(0) && run.server.exit_code == Some(0),
+        format!(
+            "client {:?}, server {:?}",
+            run.client.exit_code, run.server.exit_code
+        ),
+    ));
+    let client = run.client.stats.as_ref();
+    checks.push(check(
+        format!("{label}: byte-exact download"),
+        client.is_some_and(|s| s.schema == 1 && s.ok && s.bytes == run.spec.file_size),
+        match client {
+            Some(s) => format!("{} of {} bytes, ok={}", s.bytes, run.spec.file_size, s.ok),
+            None => "no client stats".into(),
+        },
+    ));
+    checks.push(check(
+        format!("{label}: server stats"),
+        run.server.stats.as_ref().is_some_and(|s| s.schema == 1),
+        if run.server.stats.is_some() {
+            "schema 1"
+        } else {
+            "no server stats"
+        },
+    ));
+    checks
+}
+
+fn plugins_enabled(stats: Option<&EndpointStats>, names: &[&str], who: &str, label: &str) -> Check {
+    let found: Vec<String> = stats
+        .map(|s| {
+            s.plugins
+                .iter()
+                .map(|p| format!("{}(enabled={})", p.name, p.enabled))
+                .collect()
+        })
+        .unwrap_or_default();
+    let ok = stats.is_some_and(|s| {
+        names.iter().all(|n| {
+            s.plugins
+                .iter()
+                .any(|p| p.name == *n && p.enabled && p.removed.is_none())
+        })
+    });
+    check(
+        format!("{label}: {who} plugins {names:?} enabled"),
+        ok,
+        found.join(", "),
+    )
+}
+
+/// Client transfer time of a run, ms.
+pub fn transfer_ms(run: &RunOutcome) -> Option<f64> {
+    run.client.stats.as_ref().map(|s| s.duration_ms)
+}
+
+/// The verdict's evidence for a cell's runs (all must hold to pass).
+pub fn judge(test: &str, runs: &[RunOutcome]) -> Vec<Check> {
+    let mut checks = Vec::new();
+    if test != "hostile" {
+        for r in runs {
+            checks.extend(completed(r));
+        }
+    }
+    let labelled = |prefix: &str| -> Vec<&RunOutcome> {
+        runs.iter()
+            .filter(|r| r.spec.label.starts_with(prefix))
+            .collect()
+    };
+    match test {
+        "transfer" => {
+            for r in runs {
+                let delivered_to_client: usize = r
+                    .trace
+                    .iter()
+                    .filter(|d| {
+                        d.direction == Direction::ServerToClient
+                            && matches!(d.fate, Fate::Delivered { .. })
+                    })
+                    .map(|d| d.size)
+                    .sum();
+                checks.push(check(
+                    "the file crossed the link",
+                    delivered_to_client as u64 > r.spec.file_size,
+                    format!("{delivered_to_client} bytes delivered to the client"),
+                ));
+            }
+        }
+        "padding" => {
+            for r in labelled("padded") {
+                checks.push(all_full_size(r, Direction::ServerToClient));
+                checks.push(all_full_size(r, Direction::ClientToServer));
+            }
+            for r in labelled("baseline") {
+                checks.push(some_smaller(r, Direction::ClientToServer));
+            }
+            // The random halts (0-10 ms after each padded send) show in the
+            // server's inter-departure times: pauses of 1-11 ms, and a
+            // larger mean gap than without padding.
+            let gaps = |rs: &[&RunOutcome]| -> Vec<f64> {
+                rs.iter()
+                    .flat_map(|r| inter_departure_ms(&r.trace, Direction::ServerToClient))
+                    .collect()
+            };
+            let (padded, baseline) = (gaps(&labelled("padded")), gaps(&labelled("baseline")));
+            let halts = padded.iter().filter(|g| (1.0..=11.0).contains(*g)).count();
+            checks.push(check(
+                "server inter-departure times show the random halts",
+                halts >= 5 && mean(&padded) > mean(&baseline),
+                format!(
+                    "{halts} pauses of 1-11 ms; mean gap {:.2} ms padded vs {:.2} ms baseline",
+                    mean(&padded),
+                    mean(&baseline)
+                ),
+            ));
+        }
+        "padding-one-sided" => {
+            for r in runs {
+                checks.push(all_full_size(r, Direction::ClientToServer));
+                checks.push(plugins_enabled(
+                    r.client.stats.as_ref(),
+                    &["padding"],
+                    "client",
+                    &r.spec.label,
+                ));
+                checks.push(check(
+                    "the server runs without plugins",
+                    r.server
+                        .stats
+                        .as_ref()
+                        .is_some_and(|s| s.plugins.is_empty()),
+                    "",
+                ));
+            }
+        }
+        "probe" => {
+            for r in runs {
+                let rtt = r.spec.link.rtt().as_secs_f64() * 1e3;
+                let latency = r
+                    .client
+                    .stats
+                    .as_ref()
+                    .and_then(|s| s.controls.iter().find(|c| c.id == PROBE_LATENCY))
+                    .and_then(|c| c.result.as_ref())
+                    .and_then(|v| v.first())
+                    .and_then(|v| v.strip_suffix("ns"))
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .map(|ns| ns / 1e6);
+                checks.push(check(
+                    "probe latency (plugin-control 2) within bounds of the emulated RTT",
+                    latency.is_some_and(|l| l >= rtt && l <= rtt * 1.5 + 25.0),
+                    format!("latency {latency:?} ms, emulated RTT {rtt} ms, bound [RTT, 1.5 RTT + 25 ms]"),
+                ));
+            }
+        }
+        "bdp" => {
+            for r in labelled("plugin") {
+                let window = bdp_bytes(&r.spec.link).to_string();
+                let resumed: Vec<String> = r
+                    .server
+                    .stats
+                    .as_ref()
+                    .map(|s| {
+                        s.logs_of("bdp", "congestion window resumed")
+                            .filter_map(|l| l.field("window").map(String::from))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                checks.push(check(
+                    format!(
+                        "{}: the server set its window from frame 0xBD",
+                        r.spec.label
+                    ),
+                    resumed.contains(&window),
+                    format!("resumed {resumed:?}, sent {window}"),
+                ));
+            }
+            let times = |rs: &[&RunOutcome]| -> Vec<f64> {
+                rs.iter().filter_map(|r| transfer_ms(r)).collect()
+            };
+            let (base, plugin) = (times(&labelled("baseline")), times(&labelled("plugin")));
+            checks.push(check(
+                "the transfer is faster with the plugin",
+                !plugin.is_empty() && !base.is_empty() && mean(&plugin) < mean(&base),
+                format!(
+                    "mean {:.0} ms with vs {:.0} ms without ({:.2}x)",
+                    mean(&plugin),
+                    mean(&base),
+                    mean(&base) / mean(&plugin).max(1e-9)
+                ),
+            ));
+        }
+        "dummy" => {
+            for r in runs {
+                let rtt = r.spec.link.rtt().as_secs_f64() * 1e3;
+                for (who, stats) in [("client", &r.client.stats), ("server", &r.server.stats)] {
+                    let stats = stats.as_ref();
+                    // Without padding, every fourth DUMMY received is
+                    // reported as "padding not available" with its count.
+                    let received = stats
+                        .map(|s| s.logs_of("dummy", "padding not available").count() * 4)
+                        .unwrap_or(0);
+                    let duration = stats.map(|s| s.duration_ms).unwrap_or(0.0);
+                    checks.push(check(
+                        format!("the {who} received DUMMY frames about once per RTT"),
+                        received >= 4 && (received as f64) <= duration / rtt * 2.0 + 8.0,
+                        format!("≥{received} received over {duration:.0} ms at {rtt} ms RTT"),
+                    ));
+                }
+            }
+        }
+        "dummy+padding" => {
+            for r in runs {
+                let toggles: Vec<(String, String)> = r
+                    .client
+                    .stats
+                    .as_ref()
+                    .map(|s| {
+                        s.logs_of("dummy", "padding toggled")
+                            .map(|l| {
+                                (
+                                    l.field("padding").unwrap_or("?").to_string(),
+                                    l.field("received").unwrap_or("?").to_string(),
+                                )
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let expected = [("false", "4"), ("true", "8")];
+                checks.push(check(
+                    "the client's padding toggled off after 4 and on after 8 DUMMY frames",
+                    toggles.len() >= 2
+                        && toggles
+                            .iter()
+                            .zip(expected)
+                            .all(|((p, n), (ep, en))| p == ep && n == en),
+                    format!("{toggles:?}"),
+                ));
+                let phases =
+                    padding_phases(&carried_before_close(&r.trace, Direction::ClientToServer));
+                checks.push(check(
+                    "the client's datagram sizes show padded, unpadded, padded phases",
+                    phases.len() >= 3 && phases[0].0 && !phases[1].0 && phases[2].0,
+                    format!(
+                        "phases (padded, datagrams): {:?}",
+                        &phases[..phases.len().min(6)]
+                    ),
+                ));
+                let server_plain = r
+                    .server
+                    .stats
+                    .as_ref()
+                    .map(|s| s.logs_of("dummy", "padding not available").count())
+                    .unwrap_or(0);
+                checks.push(check(
+                    "the server received DUMMY frames too (no padding there)",
+                    server_plain >= 1,
+                    format!("{server_plain} 'padding not available' lines"),
+                ));
+            }
+        }
+        "ack-logger" => {
+            for r in runs {
+                let logged: Vec<String> = r
+                    .server
+                    .stats
+                    .as_ref()
+                    .map(|s| {
+                        s.logs_of("ack-logger", "ack processed")
+                            .map(|l| l.field("packet-number").unwrap_or("").to_string())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let unique: std::collections::HashSet<&String> = logged.iter().collect();
+                let client_1rtt = one_rtt(&r.trace, Direction::ClientToServer)
+                    .iter()
+                    .filter(|d| matches!(d.fate, Fate::Delivered { .. }))
+                    .count();
+                checks.push(check(
+                    "one 'ack processed' line per ACK, each from its own packet",
+                    !logged.is_empty() && unique.len() == logged.len() && logged.len() <= client_1rtt,
+                    format!(
+                        "{} lines, {} distinct packet numbers, {client_1rtt} client 1-RTT datagrams delivered",
+                        logged.len(),
+                        unique.len()
+                    ),
+                ));
+                checks.push(check(
+                    "most client datagrams carried an ACK the server logged",
+                    logged.len() * 2 >= client_1rtt,
+                    format!("{} of {client_1rtt}", logged.len()),
+                ));
+            }
+        }
+        "hostile" => {
+            for r in runs {
+                let server = r.server.stats.as_ref();
+                let close = server.and_then(|s| s.close.clone()).unwrap_or_default();
+                let armed = server
+                    .and_then(|s| {
+                        s.controls
+                            .iter()
+                            .find(|c| c.id == HOSTILE_ARM_TRAP_IN_DEFINE)
+                    })
+                    .map(|c| (c.result.clone(), c.error.clone()));
+                checks.push(check(
+                    "the trap was armed mid-transfer (plugin-control 0x480007)",
+                    matches!(&armed, Some((Some(v), None)) if v.is_empty())
+                        && r.trace
+                            .iter()
+                            .filter(|d| d.direction == Direction::ServerToClient)
+                            .count()
+                            > 20,
+                    format!("result {armed:?}"),
+                ));
+                let code = format!("{PLUGIN_FAILURE_CODE}");
+                let hex = format!("{PLUGIN_FAILURE_CODE:#x}");
+                checks.push(check(
+                    "the server closes with the plugin-failure code, naming plugin, routine and cause",
+                    (close.contains(&code) || close.to_lowercase().contains(&hex))
+                        && close.contains("hostile")
+                        && close.contains("should-send-frame")
+                        && close.contains("trap"),
+                    close.clone(),
+                ));
+                let removed = server
+                    .and_then(|s| s.plugins.iter().find(|p| p.name == "hostile"))
+                    .and_then(|p| p.removed.clone());
+                checks.push(check(
+                    "the faulty plugin is removed and the server process ends normally",
+                    removed.is_some() && r.server.exit_code == Some(0),
+                    format!(
+                        "exit {:?}, removed {:?}",
+                        r.server.exit_code,
+                        removed.is_some()
+                    ),
+                ));
+                let client = r.client.stats.as_ref();
+                checks.push(check(
+                    "the client is unharmed: its connection ends, it reports why and exits by itself",
+                    r.client.exit_code == Some(1)
+                        && client.is_some_and(|c| {
+                            !c.ok && c.bytes < r.spec.file_size && c.close.is_some()
+                        }),
+                    format!(
+                        "exit {:?}, close {:?}",
+                        r.client.exit_code,
+                        client.and_then(|c| c.close.clone())
+                    ),
+                ));
+            }
+        }
+        other => checks.push(check(
+            "known test",
+            false,
+            format!("unknown test `{other}`"),
+        )),
+    }
+    checks
+}
+
+/// Consecutive runs of one direction's 1-RTT datagrams, as (all padded to
+/// the path size, length). A run of padded datagrams ends at the first
+/// smaller one; an unpadded phase ends only when at least eight padded
+/// datagrams follow in a row (an unpadded side may send full-size data too).
+/// The first run counts as padded if its datagrams are full-size.
+pub fn padding_phases(datagrams: &[&DatagramRecord]) -> Vec<(bool, usize)> {
+    const PADDED_RUN: usize = 8;
+    let full: Vec<bool> = datagrams
+        .iter()
+        .map(|d| d.size == PATH_DATAGRAM_SIZE)
+        .collect();
+    let mut phases: Vec<(bool, usize)> = Vec::new();
+    let mut i = 0;
+    while i < full.len() {
+        let run_end = full[i..]
+            .iter()
+            .position(|f| *f != full[i])
+            .map_or(full.len(), |n| i + n);
+        let len = run_end - i;
+        let padded = full[i] && (len >= PADDED_RUN || phases.is_empty());
+        match phases.last_mut() {
+            Some(last) if last.0 == padded => last.1 += len,
+            _ => phases.push((padded, len)),
+        }
+        i = run_end;
+    }
+    phases
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn datagram(size: usize) -> DatagramRecord {
+        DatagramRecord {
+            direction: Direction::ClientToServer,
+            size,
+            short_header: true,
+            sent: Duration::ZERO,
+            fate: Fate::Dropped(crate::link::DropReason::Loss),
+        }
+    }
+
+    #[test]
+    fn phases_follow_the_padding_toggles() {
+        let sizes = [
+            1200, 1200, 1200, 50, 1200, 60, 60, 1200, 1200, 1200, 1200, 1200, 1200, 1200, 1200,
+            1200,
+        ];
+        let records: Vec<DatagramRecord> = sizes.iter().map(|s| datagram(*s)).collect();
+        let refs: Vec<&DatagramRecord> = records.iter().collect();
+        assert_eq!(
+            padding_phases(&refs),
+            vec![(true, 3), (false, 4), (true, 9)]
+        );
+        let unpadded: Vec<DatagramRecord> = [50, 1200, 60].iter().map(|s| datagram(*s)).collect();
+        let refs: Vec<&DatagramRecord> = unpadded.iter().collect();
+        assert_eq!(padding_phases(&refs), vec![(false, 3)]);
+    }
+
+    #[test]
+    fn every_test_has_a_plan_in_every_matrix_and_unknown_ones_none() {
+        for m in [Matrix::Reduced, Matrix::Default, Matrix::Paper] {
+            for t in m.tests() {
+                assert!(!plan(t, m).is_empty(), "{t} in {m:?}");
+            }
+        }
+        assert!(plan("nope", Matrix::Default).is_empty());
+        assert_eq!(plan("padding", Matrix::Paper).len(), 60);
+    }
+
+    #[test]
+    fn the_bdp_window_is_the_links_bandwidth_delay_product() {
+        let runs = plan("bdp", Matrix::Paper);
+        let plugin = runs
+            .iter()
+            .find(|r| r.label == "plugin-1")
+            .expect("plugin run");
+        assert_eq!(bdp_bytes(&plugin.link), 3_125_000);
+        assert_eq!(plugin.client.controls, vec!["0:524288:3125000".to_string()]);
+    }
+}

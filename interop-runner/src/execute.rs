@@ -1,0 +1,378 @@
+//! Running one client/server pair through the link emulator.
+
+use crate::hosts::Host;
+use crate::link::{DatagramRecord, LinkParams, Relay, trace_csv};
+use serde::Deserialize;
+use std::fs::File;
+use std::net::{SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// The plugins and plugin-control calls of one side.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SideSpec {
+    /// Plugin names (`build/plugins/<name>.wasm`), in load order.
+    pub plugins: Vec<String>,
+    /// `--control` values (`MS:ID[:ARG]`).
+    pub controls: Vec<String>,
+}
+
+impl SideSpec {
+    /// A side with these plugins and no controls.
+    pub fn with(plugins: &[&str]) -> SideSpec {
+        SideSpec {
+            plugins: plugins.iter().map(|p| p.to_string()).collect(),
+            controls: Vec::new(),
+        }
+    }
+
+    /// Add a control call.
+    pub fn control(mut self, spec: impl Into<String>) -> SideSpec {
+        self.controls.push(spec.into());
+        self
+    }
+}
+
+/// One run of a cell.
+#[derive(Debug, Clone)]
+pub struct RunSpec {
+    /// Its label in the cell (`baseline`, `plugin`, `padded-3`, ...).
+    pub label: String,
+    /// The emulated path.
+    pub link: LinkParams,
+    /// Bytes the client downloads.
+    pub file_size: u64,
+    /// The server side.
+    pub server: SideSpec,
+    /// The client side.
+    pub client: SideSpec,
+    /// The endpoints' `--timeout`, seconds.
+    pub timeout_seconds: u64,
+}
+
+/// One plugin's counters in the stats JSON.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct PluginCounters {
+    /// Plugin name.
+    pub name: String,
+    /// Whether it was enabled.
+    pub enabled: bool,
+    /// Routine calls.
+    pub calls: u64,
+    /// Why it was removed, if it was.
+    pub removed: Option<String>,
+}
+
+/// One plugin-control call in the stats JSON.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct ControlRecord {
+    /// ms after the handshake.
+    pub at_ms: u64,
+    /// The control id.
+    pub id: u64,
+    /// Rendered results.
+    pub result: Option<Vec<String>>,
+    /// The error, if it failed.
+    pub error: Option<String>,
+}
+
+/// One plugin log line in the stats JSON.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct LogRecord {
+    /// The plugin.
+    pub plugin: String,
+    /// Level name.
+    pub level: String,
+    /// The message.
+    pub message: String,
+    /// Rendered fields.
+    pub fields: Vec<(String, String)>,
+}
+
+impl LogRecord {
+    /// The value of a field.
+    pub fn field(&self, name: &str) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// The parts of the stats JSON (schema 1, ENDPOINT.md) the checks use.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct EndpointStats {
+    /// Schema version.
+    pub schema: u32,
+    /// Whether the endpoint considers the test passed.
+    pub ok: bool,
+    /// Bytes received (client) or served (server).
+    pub bytes: u64,
+    /// Transfer time (client) or run time (server), ms.
+    pub duration_ms: f64,
+    /// The connection's error, if it closed with one.
+    pub close: Option<String>,
+    /// Per-plugin counters.
+    pub plugins: Vec<PluginCounters>,
+    /// Plugin-control results.
+    pub controls: Vec<ControlRecord>,
+    /// Plugin log lines.
+    pub logs: Vec<LogRecord>,
+}
+
+impl EndpointStats {
+    /// Log lines of `plugin` with `message`.
+    pub fn logs_of<'a>(
+        &'a self,
+        plugin: &'a str,
+        message: &'a str,
+    ) -> impl Iterator<Item = &'a LogRecord> + 'a {
+        self.logs
+            .iter()
+            .filter(move |l| l.plugin == plugin && l.message == message)
+    }
+}
+
+/// What one endpoint process did.
+#[derive(Debug, Clone)]
+pub struct EndpointOutcome {
+    /// Exit code; `None` when it was killed.
+    pub exit_code: Option<i32>,
+    /// The parsed stats JSON, if it wrote one.
+    pub stats: Option<EndpointStats>,
+    /// The stats JSON text.
+    pub stats_json: String,
+    /// The command line arguments it was given.
+    pub args: Vec<String>,
+}
+
+/// What one run produced.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    /// The run's specification.
+    pub spec: RunSpec,
+    /// The server process.
+    pub server: EndpointOutcome,
+    /// The client process.
+    pub client: EndpointOutcome,
+    /// Every datagram the link saw.
+    pub trace: Vec<DatagramRecord>,
+    /// The run's folder.
+    pub folder: PathBuf,
+    /// Trouble of the runner itself (server never bound, ...).
+    pub runner_error: Option<String>,
+}
+
+impl RunOutcome {
+    /// Whether an endpoint answered "unsupported" (127).
+    pub fn unsupported(&self) -> bool {
+        self.server.exit_code == Some(127) || self.client.exit_code == Some(127)
+    }
+}
+
+/// Where plugins and binaries are.
+#[derive(Debug, Clone)]
+pub struct Environment {
+    /// Folder of the `<plugin>.wasm` components.
+    pub plugin_dir: PathBuf,
+}
+
+fn free_udp_port() -> std::io::Result<u16> {
+    Ok(UdpSocket::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+fn side_args(env: &Environment, side: &SideSpec) -> Vec<String> {
+    let mut args = Vec::new();
+    for p in &side.plugins {
+        args.push("--plugin".into());
+        args.push(
+            env.plugin_dir
+                .join(format!("{p}.wasm"))
+                .display()
+                .to_string(),
+        );
+    }
+    for c in &side.controls {
+        args.push("--control".into());
+        args.push(c.clone());
+    }
+    args
+}
+
+fn spawn(binary: &Path, args: &[String], log: &Path) -> std::io::Result<Child> {
+    let out = File::create(log)?;
+    let err = out.try_clone()?;
+    Command::new(binary)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+}
+
+/// Wait for a child until `deadline`, then kill it.
+fn wait_or_kill(child: &mut Child, deadline: Instant) -> Option<ExitStatus> {
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if Instant::now() >= deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Err(_) => return None,
+        }
+    }
+}
+
+/// Wait until the server has bound its UDP port (binding it ourselves then
+/// fails), or until it exits.
+fn wait_for_bind(server: &mut Child, addr: SocketAddr, deadline: Instant) -> Result<(), String> {
+    loop {
+        match UdpSocket::bind(addr) {
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => return Ok(()),
+            Err(e) => return Err(format!("probing {addr}: {e}")),
+            Ok(probe) => drop(probe),
+        }
+        if let Ok(Some(status)) = server.try_wait() {
+            return Err(format!("the server exited before listening ({status})"));
+        }
+        if Instant::now() >= deadline {
+            return Err(format!("the server did not bind {addr} in time"));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn read_stats(path: &Path) -> (Option<EndpointStats>, String) {
+    match std::fs::read_to_string(path) {
+        Ok(text) => (serde_json::from_str(&text).ok(), text),
+        Err(_) => (None, String::new()),
+    }
+}
+
+/// Run one client/server pair through the link; everything goes to `folder`.
+pub fn run_pair(
+    env: &Environment,
+    server_host: &Host,
+    client_host: &Host,
+    test: &str,
+    spec: &RunSpec,
+    folder: &Path,
+) -> RunOutcome {
+    let _ = std::fs::create_dir_all(folder.join("qlog"));
+    let port = free_udp_port().unwrap_or(4433);
+    let server_addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let timeout = spec.timeout_seconds.to_string();
+    let common = |role: &str, addr: SocketAddr| -> Vec<String> {
+        [
+            "--role",
+            role,
+            "--addr",
+            &addr.to_string(),
+            "--test",
+            test,
+            "--stats",
+            &folder.join(format!("{role}.json")).display().to_string(),
+            "--qlog",
+            &folder.join("qlog").display().to_string(),
+            "--timeout",
+            &timeout,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let mut server_args = common("server", server_addr);
+    server_args.extend(["--connections".into(), "1".into()]);
+    server_args.extend(side_args(env, &spec.server));
+
+    let mut outcome = RunOutcome {
+        spec: spec.clone(),
+        server: EndpointOutcome {
+            exit_code: None,
+            stats: None,
+            stats_json: String::new(),
+            args: server_args.clone(),
+        },
+        client: EndpointOutcome {
+            exit_code: None,
+            stats: None,
+            stats_json: String::new(),
+            args: Vec::new(),
+        },
+        trace: Vec::new(),
+        folder: folder.to_path_buf(),
+        runner_error: None,
+    };
+    // Grace beyond the endpoints' own timeout before the runner kills them.
+    let grace = Duration::from_secs(spec.timeout_seconds + 15);
+    let mut server = match spawn(
+        &server_host.binary,
+        &server_args,
+        &folder.join("server.log"),
+    ) {
+        Ok(child) => child,
+        Err(e) => {
+            outcome.runner_error = Some(format!("starting the server: {e}"));
+            return outcome;
+        }
+    };
+    if let Err(e) = wait_for_bind(&mut server, server_addr, Instant::now() + grace) {
+        // An endpoint that rejects the test exits before binding.
+        outcome.server.exit_code = wait_or_kill(&mut server, Instant::now()).and_then(|s| s.code());
+        outcome.runner_error = Some(e);
+        return outcome;
+    }
+    let relay = match Relay::start(server_addr, spec.link.clone()) {
+        Ok(relay) => relay,
+        Err(e) => {
+            let _ = server.kill();
+            let _ = server.wait();
+            outcome.runner_error = Some(format!("starting the link: {e}"));
+            return outcome;
+        }
+    };
+    let mut client_args = common("client", relay.client_facing_addr());
+    client_args.extend(["--size".into(), spec.file_size.to_string()]);
+    client_args.extend(side_args(env, &spec.client));
+    outcome.client.args = client_args.clone();
+    let client_status = match spawn(
+        &client_host.binary,
+        &client_args,
+        &folder.join("client.log"),
+    ) {
+        Ok(mut child) => wait_or_kill(&mut child, Instant::now() + grace),
+        Err(e) => {
+            outcome.runner_error = Some(format!("starting the client: {e}"));
+            None
+        }
+    };
+    outcome.client.exit_code = client_status.and_then(|s| s.code());
+    // The server exits after its one connection; a server that never saw
+    // the client (or hangs) is killed after its own timeout.
+    let server_deadline = Instant::now() + grace;
+    outcome.server.exit_code = wait_or_kill(&mut server, server_deadline).and_then(|s| s.code());
+    outcome.trace = relay.stop();
+    let _ = std::fs::write(folder.join("link.csv"), trace_csv(&outcome.trace));
+    (outcome.server.stats, outcome.server.stats_json) = read_stats(&folder.join("server.json"));
+    (outcome.client.stats, outcome.client.stats_json) = read_stats(&folder.join("client.json"));
+    let _ = std::fs::write(
+        folder.join("commands.txt"),
+        format!(
+            "link: {}\nserver: {} {}\nclient: {} {}\n",
+            spec.link.describe(),
+            server_host.binary.display(),
+            server_args.join(" "),
+            client_host.binary.display(),
+            client_args.join(" ")
+        ),
+    );
+    outcome
+}

@@ -1,0 +1,290 @@
+//! `interop-runner`: run the interop matrix, or check a report in headless
+//! chromium. See `interop-runner/README.md`.
+
+use corequic_interop::browser::{
+    FIRST_SERIES_RGB, PASS_RGB, count_colour, count_dom, render_with_chromium,
+};
+use corequic_interop::cases::{Matrix, TESTS};
+use corequic_interop::execute::Environment;
+use corequic_interop::hosts::{answers_unsupported, parse_hosts, select_hosts};
+use corequic_interop::runner::{
+    MatrixRun, default_out, missing_required, now_rfc3339, parse_required, run_matrix,
+    summarize_hosts,
+};
+use corequic_interop::{report, results};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+const USAGE: &str = "\
+usage: interop-runner [options]            run the matrix
+       interop-runner check-report DIR [--chromium BIN]
+options:
+  --matrix reduced|default|paper   sizes, links and repetitions (default: default)
+  --hosts a,b                      hosts to pair (default: every host in the hosts
+                                   file whose endpoint binary exists)
+  --tests t1,t2                    test cases (default: the matrix's)
+  --hosts-file FILE                default interop-runner/hosts.toml
+  --bin-dir DIR                    endpoint binaries (default target/debug)
+  --plugin-dir DIR                 plugin components (default build/plugins)
+  --out DIR                        results folder (default target/interop/<matrix>-<time>)
+  --required FILE                  exit 1 unless every listed server/client/test passed
+exit codes: 0 every cell passed (or, with --required, every required one), 1 otherwise";
+
+struct Options {
+    matrix: Matrix,
+    hosts: Option<Vec<String>>,
+    tests: Option<Vec<String>>,
+    hosts_file: PathBuf,
+    bin_dir: PathBuf,
+    plugin_dir: PathBuf,
+    out: Option<PathBuf>,
+    required: Option<PathBuf>,
+}
+
+fn parse_options(args: &[String]) -> Result<Options, String> {
+    let mut o = Options {
+        matrix: Matrix::Default,
+        hosts: None,
+        tests: None,
+        hosts_file: "interop-runner/hosts.toml".into(),
+        bin_dir: "target/debug".into(),
+        plugin_dir: "build/plugins".into(),
+        out: None,
+        required: None,
+    };
+    let mut it = args.iter();
+    let list = |v: &str| {
+        v.split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect()
+    };
+    while let Some(flag) = it.next() {
+        let mut value = || {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("{flag} needs a value"))
+        };
+        match flag.as_str() {
+            "--matrix" => {
+                let v = value()?;
+                o.matrix = Matrix::parse(&v).ok_or_else(|| format!("unknown matrix `{v}`"))?;
+            }
+            "--hosts" => o.hosts = Some(list(&value()?)),
+            "--tests" => o.tests = Some(list(&value()?)),
+            "--hosts-file" => o.hosts_file = value()?.into(),
+            "--bin-dir" => o.bin_dir = value()?.into(),
+            "--plugin-dir" => o.plugin_dir = value()?.into(),
+            "--out" => o.out = Some(value()?.into()),
+            "--required" => o.required = Some(value()?.into()),
+            "-h" | "--help" => return Err(USAGE.into()),
+            other => return Err(format!("unknown option `{other}`\n{USAGE}")),
+        }
+    }
+    Ok(o)
+}
+
+fn run(args: &[String]) -> Result<bool, String> {
+    let o = parse_options(args)?;
+    let text = std::fs::read_to_string(&o.hosts_file)
+        .map_err(|e| format!("{}: {e}", o.hosts_file.display()))?;
+    let entries = parse_hosts(&text).map_err(|e| format!("{}: {e}", o.hosts_file.display()))?;
+    let hosts = select_hosts(&entries, &o.bin_dir, o.hosts.as_deref())?;
+    if hosts.is_empty() {
+        return Err(format!(
+            "no endpoint binary of {} found in {}",
+            o.hosts_file.display(),
+            o.bin_dir.display()
+        ));
+    }
+    let tests: Vec<String> = match o.tests {
+        Some(t) => {
+            if let Some(bad) = t.iter().find(|t| !TESTS.contains(&t.as_str())) {
+                return Err(format!("unknown test `{bad}`"));
+            }
+            t
+        }
+        None => o.matrix.tests().iter().map(|t| t.to_string()).collect(),
+    };
+    let plugin_dir = o
+        .plugin_dir
+        .canonicalize()
+        .map_err(|e| format!("{}: {e} (run `make plugins`)", o.plugin_dir.display()))?;
+    // Before the run: each endpoint must answer 127 to an unknown test.
+    let mut answers = Vec::new();
+    for h in &hosts {
+        let ok = answers_unsupported(h)?;
+        eprintln!(
+            "host {:<9} {}  {}",
+            h.name,
+            h.binary.display(),
+            if ok {
+                "answers 127 to an unknown test"
+            } else {
+                "does NOT answer 127 to an unknown test"
+            }
+        );
+        if !ok {
+            return Err(format!(
+                "host `{}` does not answer 127 to an unknown test",
+                h.name
+            ));
+        }
+        answers.push(ok);
+    }
+    let started = now_rfc3339();
+    let out = o
+        .out
+        .unwrap_or_else(|| default_out(Path::new("target/interop"), o.matrix, &started));
+    std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let spec = MatrixRun {
+        matrix: o.matrix,
+        hosts: hosts.clone(),
+        tests: tests.clone(),
+        env: Environment { plugin_dir },
+        out: out.clone(),
+    };
+    eprintln!(
+        "matrix {}: {} host(s), {} test(s), {} cell(s) -> {}",
+        o.matrix.name(),
+        hosts.len(),
+        tests.len(),
+        hosts.len() * hosts.len() * tests.len(),
+        out.display()
+    );
+    let cells = run_matrix(&spec);
+    let host_summaries = summarize_hosts(&hosts, &answers);
+    let test_names: Vec<&str> = tests.iter().map(String::as_str).collect();
+    let proto = results::to_proto(
+        o.matrix.name(),
+        &started,
+        &host_summaries,
+        &test_names,
+        &cells,
+        &out,
+    );
+    results::write(&proto, &out)?;
+    let html = report::render(
+        o.matrix.name(),
+        &started,
+        &host_summaries,
+        &test_names,
+        &cells,
+    );
+    let index = out.join("index.html");
+    std::fs::write(&index, html).map_err(|e| format!("{}: {e}", index.display()))?;
+    let passed = cells
+        .iter()
+        .filter(|c| c.outcome == results::Outcome::Pass)
+        .count();
+    eprintln!("{passed} of {} cells passed", cells.len());
+    println!("report: {}", index.display());
+    match o.required {
+        Some(path) => {
+            let text =
+                std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let missing = missing_required(&parse_required(&text), &cells);
+            for m in &missing {
+                eprintln!("required cell did not pass: {m}");
+            }
+            Ok(missing.is_empty())
+        }
+        None => Ok(cells.iter().all(|c| c.outcome != results::Outcome::Fail)),
+    }
+}
+
+/// `check-report DIR`: render `DIR/index.html` in headless chromium and
+/// check the matrix and plots are there, in the DOM and on screen.
+fn check_report(args: &[String]) -> Result<bool, String> {
+    let dir = PathBuf::from(args.first().ok_or(USAGE)?);
+    let chromium = match args.get(1..3) {
+        Some([flag, bin]) if flag == "--chromium" => bin.clone(),
+        _ => "chromium".to_string(),
+    };
+    let results = results::read(&dir.join("results.pb"))?;
+    let hosts = results.hosts.len();
+    let tests = results.tests.len();
+    let has_test = |t: &str| results.cells.iter().any(|c| c.test == t);
+    let screenshot = dir.join("screenshot.png");
+    let dom = render_with_chromium(&chromium, &dir.join("index.html"), &screenshot)?;
+    let counts = count_dom(&dom);
+    let png = std::fs::read(&screenshot).map_err(|e| format!("{}: {e}", screenshot.display()))?;
+    let pass_pixels = count_colour(&png, PASS_RGB)?;
+    let series_pixels = count_colour(&png, FIRST_SERIES_RGB)?;
+    let pass_cells = results
+        .cells
+        .iter()
+        .filter(|c| {
+            c.outcome.enum_value_or_default()
+                == corequic_interop::proto::results::Outcome::OUTCOME_PASS
+        })
+        .count();
+    let mut failures = Vec::new();
+    let mut expect = |ok: bool, what: String| {
+        eprintln!("{} {what}", if ok { "ok  " } else { "FAIL" });
+        if !ok {
+            failures.push(what);
+        }
+    };
+    expect(
+        counts.matrix_tables == tests,
+        format!(
+            "{} matrix tables rendered, {tests} tests",
+            counts.matrix_tables
+        ),
+    );
+    expect(
+        counts.verdict_cells == hosts * hosts * tests,
+        format!(
+            "{} verdict cells rendered, {} expected",
+            counts.verdict_cells,
+            hosts * hosts * tests
+        ),
+    );
+    for (i, (fig, test)) in [
+        ("fig3", "padding"),
+        ("fig4", "padding"),
+        ("fig5", "bdp"),
+        ("fig6", "dummy+padding"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        if has_test(test) {
+            expect(
+                counts.plots[i] >= 1,
+                format!("{} {fig} plot(s) rendered", counts.plots[i]),
+            );
+        }
+    }
+    expect(
+        counts.series >= 1,
+        format!("{} plot series in the DOM", counts.series),
+    );
+    // A passing cell is a 90x25 px green box at least.
+    expect(
+        pass_cells == 0 || pass_pixels >= pass_cells * 500,
+        format!("{pass_pixels} pass-green pixels on screen for {pass_cells} passing cells"),
+    );
+    expect(
+        series_pixels >= 100,
+        format!("{series_pixels} first-series pixels on screen"),
+    );
+    Ok(failures.is_empty())
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let outcome = match args.first().map(String::as_str) {
+        Some("check-report") => check_report(&args[1..]),
+        _ => run(&args),
+    };
+    match outcome {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("interop-runner: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -13,9 +13,9 @@ PLUGINS := padding probe bdp dummy ack-logger
 TEST_PLUGINS := test-bench test-hostile test-observer test-abi-mismatch
 ALL_PLUGINS := $(PLUGINS) $(TEST_PLUGINS)
 # Host-side packages (everything but the wasm plugin crates).
-HOST_PACKAGES := -p corequic-runtime -p corequic-sdk -p xtask -p corequic-quinn -p corequic-endpoint -p corequic-quiche
+HOST_PACKAGES := -p corequic-runtime -p corequic-sdk -p xtask -p corequic-quinn -p corequic-endpoint -p corequic-quiche -p corequic-interop
 
-.PHONY: all setup patches test-upstream plugins wit-doc check-wit-doc fmt-check lint test bench demo interop sizes clean
+.PHONY: all setup patches test-upstream plugins wit-doc check-wit-doc fmt-check lint test bench demo interop interop-build interop-test paper browser sizes clean
 
 all: plugins
 
@@ -78,6 +78,7 @@ lint: setup patches
 ## test: build everything and run every test.
 test: plugins check-wit-doc fmt-check lint test-upstream
 	$(CARGO) test $(HOST_PACKAGES)
+	$(MAKE) --no-print-directory interop-test
 
 ## bench: criterion benchmarks of the runtime through the mock host.
 bench: plugins
@@ -87,9 +88,46 @@ bench: plugins
 sizes: plugins
 	@ls -l $(foreach p,$(ALL_PLUGINS),$(PLUGIN_OUT)/$(p).wasm) | awk '{print $$5, $$9}'
 
-## interop: until the interop runner exists, a demo of all five plugins on
-## one in-memory connection through the mock host.
-interop: demo
+## Interop runner (interop-runner/README.md): the hosts of hosts.toml whose
+## package is in this workspace get their endpoint built.
+INTEROP_HOSTS_FILE := interop-runner/hosts.toml
+ENDPOINT_PACKAGES = $(foreach p,$(shell sed -n 's/^package *= *"\(.*\)"/\1/p' $(INTEROP_HOSTS_FILE)),$(if $(shell grep -ls '^name = "$(p)"' hosts/*/Cargo.toml),$(p)))
+INTEROP_OUT := $(TARGET_DIR)/interop
+CHROMIUM ?= chromium
+
+## interop-build: plugins, every endpoint binary and the runner (debug).
+interop-build: plugins
+	$(CARGO) build --bins $(foreach p,$(ENDPOINT_PACKAGES),-p $(p)) -p corequic-interop
+
+## interop: the default matrix (every pair of hosts x every test case).
+interop: interop-build
+	rm -rf $(INTEROP_OUT)/default
+	$(TARGET_DIR)/debug/interop-runner --matrix default --bin-dir $(TARGET_DIR)/debug --out $(INTEROP_OUT)/default
+
+## paper: the paper's scenarios (padding 30 runs, BDP at 500 ms RTT, DUMMY +
+## padding) with release endpoints; long.
+paper: plugins
+	$(CARGO) build --release --bins $(foreach p,$(ENDPOINT_PACKAGES),-p $(p)) -p corequic-interop
+	rm -rf $(INTEROP_OUT)/paper
+	$(TARGET_DIR)/release/interop-runner --matrix paper --bin-dir $(TARGET_DIR)/release --out $(INTEROP_OUT)/paper
+
+## browser: Debian's chromium for the report's render test.
+browser:
+	@command -v $(CHROMIUM) >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing chromium (the interop report's render test)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "error: the interop report test needs chromium (apt-get install chromium)" >&2; exit 1; fi; }
+
+## interop-test: the reduced matrix, gated by interop-runner/required.txt,
+## then its report rendered in headless chromium.
+interop-test: interop-build browser
+	rm -rf $(INTEROP_OUT)/reduced
+	$(TARGET_DIR)/debug/interop-runner --matrix reduced --bin-dir $(TARGET_DIR)/debug \
+	  --out $(INTEROP_OUT)/reduced --required interop-runner/required.txt
+	$(TARGET_DIR)/debug/interop-runner check-report $(INTEROP_OUT)/reduced --chromium $(CHROMIUM)
+
+## demo: all five plugins on one in-memory connection through the mock host.
 demo: plugins
 	$(CARGO) run -q --release -p corequic-runtime --example demo -- $(PLUGIN_OUT)
 

@@ -3,7 +3,7 @@
 //! external assets.
 
 use crate::cases::{inter_departure_ms, one_rtt, transfer_ms};
-use crate::link::Direction;
+use crate::link::{Direction, DropReason, Fate};
 use crate::results::{CellResult, HostSummary, Outcome};
 use std::fmt::Write;
 
@@ -423,14 +423,23 @@ fn dummy_figure(cells: &[CellResult]) -> String {
             .runs
             .iter()
             .take(1)
-            .map(|r| Series {
-                name: "client datagrams".into(),
-                points: r
+            .map(|r| {
+                let carried: Vec<_> = r
                     .trace
                     .iter()
-                    .filter(|d| d.direction == Direction::ClientToServer)
-                    .map(|d| (d.sent.as_secs_f64() * 1e3, d.size as f64))
-                    .collect(),
+                    .filter(|d| {
+                        d.direction == Direction::ClientToServer
+                            && d.fate != Fate::Dropped(DropReason::TooLarge)
+                    })
+                    .collect();
+                let start = carried.first().map(|d| d.sent).unwrap_or_default();
+                Series {
+                    name: "client datagrams".into(),
+                    points: carried
+                        .iter()
+                        .map(|d| ((d.sent - start).as_secs_f64() * 1e3, d.size as f64))
+                        .collect(),
+                }
             })
             .collect();
         let _ = write!(
@@ -442,7 +451,7 @@ fn dummy_figure(cells: &[CellResult]) -> String {
                     "Fig. 6 — DUMMY + padding: client datagram sizes, {}",
                     pair_name(c)
                 ),
-                "time (ms)",
+                "time since the first datagram (ms)",
                 "datagram size (bytes)",
                 &series,
                 Style::Dots

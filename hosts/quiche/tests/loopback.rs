@@ -337,6 +337,11 @@ async fn pair(client_plugins: &[&str], server_plugins: &[&str]) -> Pair {
         )
         .await
         .expect("client driver");
+        // The connection is over: unfinished downloads end with an error.
+        app.downloads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
         conn
     });
     for (name, up) in [
@@ -588,9 +593,11 @@ async fn a_trap_in_a_define_routine_closes_with_the_plugin_failure_code() {
     let mut p = pair(&[], &["test-hostile"]).await;
     // Arm a trap in the hostile plugin's should-send-frame (DEFINE).
     assert_eq!(p.server.control(0x48_0007, vec![]).await, Ok(vec![]));
-    p.download(100_000)
+    let err = p
+        .download(100_000)
         .await
         .expect_err("the connection closes");
+    assert!(err.contains("closed"), "{err}");
     let client = p.client.closed().await;
     let err = client.peer_error().expect("closed by the server");
     assert!(err.is_app, "{err:?}");
@@ -663,11 +670,6 @@ async fn an_infinite_loop_mid_transfer_is_cut_by_the_deadline() {
         )
     });
     assert_eq!(peer.error_code, abi::PLUGIN_FAILURE_ERROR_CODE);
-    // The driver has ended: drop the client's unfinished downloads.
-    p.downloads
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clear();
     let outcome = tokio::time::timeout(PATIENCE, done).await.expect("ended");
     assert!(
         !matches!(outcome, Ok(Ok(()))),

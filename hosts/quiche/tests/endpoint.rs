@@ -17,12 +17,17 @@ use std::sync::{Arc, Mutex};
 
 const QUICHE: &str = env!("CARGO_BIN_EXE_quiche-endpoint");
 
-fn quinn() -> String {
-    let path = PathBuf::from(QUICHE)
-        .with_file_name(format!("quinn-endpoint{}", std::env::consts::EXE_SUFFIX));
+/// The other hosts' endpoints: (host, binary, cargo package). Adding a
+/// host to the cross-host tests is adding a line here.
+const PEERS: &[(&str, &str, &str)] = &[("quinn", "quinn-endpoint", "corequic-quinn")];
+
+/// A peer's endpoint binary, next to `quiche-endpoint`.
+fn peer_binary(binary: &str, package: &str) -> String {
+    let path =
+        PathBuf::from(QUICHE).with_file_name(format!("{binary}{}", std::env::consts::EXE_SUFFIX));
     assert!(
         path.exists(),
-        "{} is missing: run `cargo build -p corequic-quinn`",
+        "{} is missing: run `cargo build -p {package}`",
         path.display()
     );
     path.display().to_string()
@@ -275,12 +280,23 @@ fn quiche_client_and_server_run_bdp_and_report_stats() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The two directions of a cross-host pair: (client, server).
-fn directions() -> [(String, String, &'static str); 2] {
-    [
-        (QUICHE.to_string(), quinn(), "quiche client, quinn server"),
-        (quinn(), QUICHE.to_string(), "quinn client, quiche server"),
-    ]
+/// Both directions against every peer: (client, server, description).
+fn directions() -> Vec<(String, String, String)> {
+    let mut pairs = Vec::new();
+    for (host, binary, package) in PEERS {
+        let peer = peer_binary(binary, package);
+        pairs.push((
+            QUICHE.to_string(),
+            peer.clone(),
+            format!("quiche client, {host} server"),
+        ));
+        pairs.push((
+            peer,
+            QUICHE.to_string(),
+            format!("{host} client, quiche server"),
+        ));
+    }
+    pairs
 }
 
 #[test]
@@ -445,7 +461,11 @@ fn a_trap_in_a_define_routine_closes_a_quinn_clients_connection() {
     // client as a stateless reset or not at all, with or without plugins
     // (quinn's own behaviour, hosts/quinn/README.md).
     {
-        let (client, server, pair) = (quinn(), QUICHE.to_string(), "quinn client, quiche server");
+        let (client, server, pair) = (
+            peer_binary("quinn-endpoint", "corequic-quinn"),
+            QUICHE.to_string(),
+            "quinn client, quiche server",
+        );
         // The server arms a trap in the hostile plugin's should-send-frame
         // (DEFINE) right after the handshake: it closes the connection with
         // the plugin-failure code, the download fails, nothing panics.

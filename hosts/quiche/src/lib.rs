@@ -471,6 +471,22 @@ impl QuichePlugins {
         }
     }
 
+    fn abi_send_context(
+        &self,
+        cx: &ExtensionContext<'_>,
+        ctx: &SendContext,
+        room: usize,
+    ) -> abi::SendContext {
+        abi::SendContext {
+            packet_type: PacketType::OneRtt,
+            space: PnSpace::ApplicationData,
+            packet_number: ctx.packet_number,
+            position: abi_position(ctx.position),
+            room: room as u64,
+            now: self.state.ns(cx.now()),
+        }
+    }
+
     /// Call plugin-control `id` (the application side of the ABI).
     pub fn plugin_control(
         &mut self,
@@ -525,6 +541,14 @@ impl Extension for QuichePlugins {
         }
     }
 
+    fn wants_to_send(&mut self, cx: &mut ExtensionContext<'_>, ctx: &SendContext) -> bool {
+        if !self.state.challenges.is_empty() {
+            return true;
+        }
+        let abi_ctx = self.abi_send_context(cx, ctx, ctx.room);
+        self.with(Some(cx), |set, conn| set.wants_to_send(conn, abi_ctx))
+    }
+
     fn write_frames(
         &mut self,
         cx: &mut ExtensionContext<'_>,
@@ -550,14 +574,7 @@ impl Extension for QuichePlugins {
                 room -= 9;
             }
         }
-        let abi_ctx = abi::SendContext {
-            packet_type: PacketType::OneRtt,
-            space: PnSpace::ApplicationData,
-            packet_number: ctx.packet_number,
-            position: abi_position(ctx.position),
-            room: room as u64,
-            now: self.state.ns(cx.now()),
-        };
+        let abi_ctx = self.abi_send_context(cx, ctx, room);
         let mut written = Vec::new();
         self.with(Some(cx), |set, conn| {
             set.write_frames(conn, abi_ctx, buf, &mut written)

@@ -779,6 +779,101 @@ mod tests {
         }
     }
 
+    fn stats(json: &str) -> (Option<EndpointStats>, String) {
+        (serde_json::from_str(json).ok(), json.to_string())
+    }
+
+    /// A synthetic run of `test`'s first plan: both exit 0, the client got
+    /// `bytes`, the trace has these server and client 1-RTT datagram sizes.
+    fn synthetic(
+        test: &str,
+        bytes: u64,
+        server_sizes: &[usize],
+        client_sizes: &[usize],
+    ) -> RunOutcome {
+        let spec = plan(test, Matrix::Reduced).remove(0);
+        let mut trace = Vec::new();
+        for (i, (dir, size)) in server_sizes
+            .iter()
+            .map(|s| (Direction::ServerToClient, *s))
+            .chain(client_sizes.iter().map(|s| (Direction::ClientToServer, *s)))
+            .enumerate()
+        {
+            let sent = Duration::from_millis(i as u64);
+            trace.push(DatagramRecord {
+                direction: dir,
+                size,
+                short_header: true,
+                sent,
+                fate: Fate::Delivered {
+                    departs: sent,
+                    arrives: sent + Duration::from_millis(5),
+                },
+            });
+        }
+        let endpoint = |json: &str| {
+            let (stats, stats_json) = stats(json);
+            crate::execute::EndpointOutcome {
+                exit_code: Some(0),
+                stats,
+                stats_json,
+                args: Vec::new(),
+            }
+        };
+        RunOutcome {
+            server: endpoint(r#"{"schema":1,"ok":true,"bytes":0}"#),
+            client: endpoint(&format!(r#"{{"schema":1,"ok":true,"bytes":{bytes}}}"#)),
+            trace,
+            folder: std::path::PathBuf::new(),
+            runner_error: None,
+            spec,
+        }
+    }
+
+    #[test]
+    fn a_short_download_fails_the_cell() {
+        let size = plan("transfer", Matrix::Reduced)[0].file_size;
+        let full = vec![1200; 200];
+        let good = judge("transfer", &[synthetic("transfer", size, &full, &[50])]);
+        assert!(good.iter().all(|c| c.passed), "{good:?}");
+        let short = judge("transfer", &[synthetic("transfer", size - 1, &full, &[50])]);
+        assert!(
+            short
+                .iter()
+                .any(|c| !c.passed && c.name.contains("byte-exact"))
+        );
+    }
+
+    #[test]
+    fn one_unpadded_datagram_before_the_close_fails_one_sided_padding() {
+        let size = plan("padding-one-sided", Matrix::Reduced)[0].file_size;
+        let server = vec![1200; 30];
+        // The client's datagrams are all sent after the server's here, so
+        // only those before the last full-size server datagram arrived count.
+        let mut run = synthetic("padding-one-sided", size, &server, &[1200, 1200, 40]);
+        for (i, d) in run
+            .trace
+            .iter_mut()
+            .filter(|d| d.direction == Direction::ClientToServer)
+            .enumerate()
+        {
+            d.sent = Duration::from_millis(i as u64);
+        }
+        let checks = judge("padding-one-sided", &[run.clone()]);
+        let padded = checks
+            .iter()
+            .find(|c| c.name.contains("every client"))
+            .expect("check");
+        assert!(!padded.passed, "{padded:?}");
+        run.trace.retain(|d| d.size != 40);
+        let checks = judge("padding-one-sided", &[run]);
+        let padded = checks
+            .iter()
+            .find(|c| c.name.contains("every client"))
+            .expect("check");
+        assert!(padded.passed, "{padded:?}");
+    }
+
     #[test]
     fn phases_follow_the_padding_toggles() {
         let sizes = [

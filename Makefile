@@ -44,6 +44,9 @@ PATCHED := build/patched
 patches:
 	@tools/patch-crate.sh quinn-proto 0.11.19 hosts/quinn/patches/quinn-proto $(PATCHED)
 	@tools/patch-crate.sh quinn 0.11.12 hosts/quinn/patches/quinn $(PATCHED)
+	@tools/patch-crate.sh s2n-quic-core 0.91.0 hosts/s2n-quic/patches/s2n-quic-core $(PATCHED)
+	@tools/patch-crate.sh s2n-quic-transport 0.91.0 hosts/s2n-quic/patches/s2n-quic-transport $(PATCHED)
+	@tools/patch-crate.sh s2n-quic 1.91.0 hosts/s2n-quic/patches/s2n-quic $(PATCHED)
 	@tools/patch-crate.sh quiche 0.30.0 hosts/quiche/patches/quiche $(PATCHED)
 
 ## test-upstream: the patched stacks' own test suites (no plugins loaded).

@@ -5,6 +5,9 @@
 
 #![warn(missing_docs)]
 
+#[cfg(feature = "testing")]
+pub mod testing;
+
 use corequic_runtime::abi::PluginVal;
 use corequic_runtime::{Grants, LogRecord, PluginStats};
 use serde::Serialize;

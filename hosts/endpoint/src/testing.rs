@@ -1,0 +1,224 @@
+//! Test support for host crates (feature `testing`): run two endpoint
+//! binaries against each other over real UDP on loopback, through a relay
+//! that records every datagram, and read back what both sides reported.
+
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+
+/// A plugin component built by `make plugins` (the folder can be overridden
+/// with `COREQUIC_PLUGIN_DIR`). `workspace` is the workspace root.
+pub fn plugin_path(workspace: &Path, name: &str) -> PathBuf {
+    let dir = std::env::var_os("COREQUIC_PLUGIN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace.join("build/plugins"));
+    let path = dir.join(format!("{name}.wasm"));
+    assert!(
+        path.exists(),
+        "{} is missing: run `make plugins`",
+        path.display()
+    );
+    path
+}
+
+/// Another endpoint binary of the workspace, next to `own` (a test's
+/// `CARGO_BIN_EXE_*`) in the target folder.
+pub fn sibling_binary(own: &str, name: &str) -> String {
+    let path = PathBuf::from(own).with_file_name(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        path.exists(),
+        "{} is missing: build it first (`make test` builds every host)",
+        path.display()
+    );
+    path.display().to_string()
+}
+
+/// A free UDP port on loopback.
+pub fn free_port() -> u16 {
+    let socket = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    socket.local_addr().expect("address").port()
+}
+
+/// One datagram seen by the relay.
+#[derive(Debug, Clone, Copy)]
+pub struct Seen {
+    /// Sent by the server.
+    pub from_server: bool,
+    /// UDP payload size.
+    pub size: usize,
+    /// The first packet has a short header (1-RTT).
+    pub short_header: bool,
+}
+
+/// A UDP relay in front of `server` recording every datagram; it runs until
+/// the test process ends.
+pub fn relay(server: SocketAddr) -> (SocketAddr, Arc<Mutex<Vec<Seen>>>) {
+    let socket = UdpSocket::bind("127.0.0.1:0").expect("relay socket");
+    let addr = socket.local_addr().expect("relay address");
+    let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+    let record = seen.clone();
+    std::thread::spawn(move || {
+        let mut client = None;
+        let mut buf = vec![0u8; 65_536];
+        while let Ok((n, from)) = socket.recv_from(&mut buf) {
+            let from_server = from == server;
+            if !from_server {
+                client = Some(from);
+            }
+            record.lock().unwrap_or_else(|e| e.into_inner()).push(Seen {
+                from_server,
+                size: n,
+                short_header: n > 0 && buf[0] & 0x80 == 0,
+            });
+            let to = if from_server { client } else { Some(server) };
+            if let Some(to) = to {
+                let _ = socket.send_to(&buf[..n], to);
+            }
+        }
+    });
+    (addr, seen)
+}
+
+/// One side of a run: its binary, plugins (paths, with optional `=GRANTS`)
+/// and extra flags.
+#[derive(Debug, Clone, Default)]
+pub struct Side {
+    /// Endpoint binary.
+    pub binary: String,
+    /// `--plugin` values.
+    pub plugins: Vec<String>,
+    /// Further flags.
+    pub flags: Vec<String>,
+}
+
+impl Side {
+    /// `binary` without plugins.
+    pub fn new(binary: &str) -> Self {
+        Side {
+            binary: binary.into(),
+            ..Side::default()
+        }
+    }
+
+    /// Adds `--plugin` values.
+    pub fn plugins(mut self, plugins: impl IntoIterator<Item = String>) -> Self {
+        self.plugins.extend(plugins);
+        self
+    }
+
+    /// Adds flags.
+    pub fn flags(mut self, flags: &[&str]) -> Self {
+        self.flags.extend(flags.iter().map(|f| f.to_string()));
+        self
+    }
+}
+
+/// What one client/server run left behind.
+#[derive(Debug)]
+pub struct Run {
+    /// Client exit code.
+    pub client_exit: Option<i32>,
+    /// Server exit code.
+    pub server_exit: Option<i32>,
+    /// Client stats JSON.
+    pub client: serde_json::Value,
+    /// Server stats JSON.
+    pub server: serde_json::Value,
+    /// Every datagram the relay forwarded.
+    pub seen: Vec<Seen>,
+}
+
+impl Run {
+    /// Log lines of `side` from `plugin` with this message.
+    pub fn logs(side: &serde_json::Value, plugin: &str, message: &str) -> Vec<serde_json::Value> {
+        side["logs"]
+            .as_array()
+            .map(|logs| {
+                logs.iter()
+                    .filter(|l| l["plugin"] == plugin && l["message"] == message)
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Both sides exited 0 and the download was byte-exact.
+    pub fn assert_download(&self, size: u64) {
+        assert_eq!(self.client_exit, Some(0), "client: {}", self.client);
+        assert_eq!(self.server_exit, Some(0), "server: {}", self.server);
+        assert_eq!(self.client["ok"], true, "{}", self.client);
+        assert_eq!(self.client["bytes"], size, "byte-exact download");
+        assert_eq!(self.server["bytes"], size, "{}", self.server);
+    }
+}
+
+/// Run `server` and `client` for `test` (the client GETs `size` bytes).
+pub fn run(client: &Side, server: &Side, test: &str, size: u64) -> Run {
+    let dir = std::env::temp_dir().join(format!(
+        "corequic-endpoint-test-{}-{}",
+        std::process::id(),
+        free_port()
+    ));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let server_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
+    let (server_stats, client_stats) = (dir.join("server.json"), dir.join("client.json"));
+    let plugin_args = |plugins: &[String]| -> Vec<String> {
+        plugins
+            .iter()
+            .flat_map(|p| ["--plugin".to_string(), p.clone()])
+            .collect()
+    };
+    let mut server_child = Command::new(&server.binary)
+        .args(["--role", "server", "--addr", &server_addr.to_string()])
+        .args(["--test", test, "--timeout", "30"])
+        .args(["--stats", &server_stats.display().to_string()])
+        .args(plugin_args(&server.plugins))
+        .args(&server.flags)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("server");
+    // Start the client once the server says it listens; keep draining its
+    // stderr so it never blocks on a full pipe.
+    let stderr = server_child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut tx = Some(tx);
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains("listening on")
+                && let Some(tx) = tx.take()
+            {
+                let _ = tx.send(());
+            }
+            eprintln!("[server] {line}");
+        }
+    });
+    assert!(rx.recv().is_ok(), "the server did not start");
+    let (relay_addr, seen) = relay(server_addr);
+    let client_status = Command::new(&client.binary)
+        .args(["--role", "client", "--addr", &relay_addr.to_string()])
+        .args(["--test", test, "--timeout", "30"])
+        .args(["--size", &size.to_string()])
+        .args(["--stats", &client_stats.display().to_string()])
+        .args(plugin_args(&client.plugins))
+        .args(&client.flags)
+        .status()
+        .expect("client");
+    let server_status = server_child.wait().expect("server exit");
+    let read = |p: &PathBuf| -> serde_json::Value {
+        std::fs::read(p)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or(serde_json::Value::Null)
+    };
+    let run = Run {
+        client_exit: client_status.code(),
+        server_exit: server_status.code(),
+        client: read(&client_stats),
+        server: read(&server_stats),
+        seen: seen.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    run
+}

@@ -1,0 +1,83 @@
+//! A small qlog writer (JSON-SEQ, `packet_sent` / `packet_received`) on
+//! s2n-quic's event subscriber, for `--qlog DIR`.
+
+use s2n_quic::provider::event::{
+    ConnectionInfo, ConnectionMeta, Subscriber,
+    events::{PacketHeader, PacketReceived, PacketSent},
+};
+use s2n_quic_core::event::Timestamp;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+/// Writes `DIR/<role>.qlog`, or nothing without `--qlog`.
+pub struct Writer {
+    out: Option<BufWriter<File>>,
+    start: Option<Timestamp>,
+}
+
+impl Writer {
+    /// Opens the file and writes the qlog header.
+    pub fn create(dir: Option<&Path>, role: &str, test: &str) -> Result<Self, String> {
+        let Some(dir) = dir else {
+            return Ok(Writer {
+                out: None,
+                start: None,
+            });
+        };
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let path = dir.join(format!("{role}.qlog"));
+        let file = File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut out = BufWriter::new(file);
+        let header = format!(
+            "\u{1e}{{\"qlog_version\":\"0.3\",\"qlog_format\":\"JSON-SEQ\",\"title\":\"corequic s2n-quic {role} {test}\",\"trace\":{{\"vantage_point\":{{\"type\":\"{role}\"}}}}}}\n"
+        );
+        out.write_all(header.as_bytes())
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(Writer {
+            out: Some(out),
+            start: None,
+        })
+    }
+
+    fn event(&mut self, now: Timestamp, name: &str, header: &PacketHeader, len: usize) {
+        let Some(out) = self.out.as_mut() else {
+            return;
+        };
+        let start = *self.start.get_or_insert(now);
+        let ms = now.saturating_duration_since(start).as_secs_f64() * 1e3;
+        let (packet_type, number) = match header {
+            PacketHeader::Initial { number, .. } => ("initial", Some(number)),
+            PacketHeader::Handshake { number, .. } => ("handshake", Some(number)),
+            PacketHeader::ZeroRtt { number, .. } => ("0RTT", Some(number)),
+            PacketHeader::OneRtt { number, .. } => ("1RTT", Some(number)),
+            PacketHeader::Retry { .. } => ("retry", None),
+            _ => ("unknown", None),
+        };
+        let number = number.map_or(String::new(), |n| format!(",\"packet_number\":{n}"));
+        // A failed write loses trace lines, never the transfer.
+        let _ = writeln!(
+            out,
+            "\u{1e}{{\"time\":{ms:.3},\"name\":\"transport:{name}\",\"data\":{{\"header\":{{\"packet_type\":\"{packet_type}\"{number}}},\"raw\":{{\"length\":{len}}}}}}}"
+        );
+    }
+}
+
+impl Subscriber for Writer {
+    type ConnectionContext = ();
+
+    fn create_connection_context(&mut self, _: &ConnectionMeta, _: &ConnectionInfo) {}
+
+    fn on_packet_sent(&mut self, _: &mut (), meta: &ConnectionMeta, event: &PacketSent) {
+        self.event(meta.timestamp, "packet_sent", &event.packet_header, event.packet_len);
+    }
+
+    fn on_packet_received(&mut self, _: &mut (), meta: &ConnectionMeta, event: &PacketReceived) {
+        self.event(
+            meta.timestamp,
+            "packet_received",
+            &event.packet_header,
+            event.packet_len,
+        );
+    }
+}

@@ -29,10 +29,9 @@ pub mod driver;
 
 use corequic_runtime::abi::{
     self, AckFrame, Anchor, ConnectionCloseFrame, CryptoFrame, EcnCounts, ExtFrame, FieldId,
-    FieldRef, Frame, FrameOutcome, IpAddr as AbiIp, MaxStreamDataFrame, NewConnectionIdFrame,
-    PacketType, PluginVal, PnSpace, ResetStreamFrame, Routine, RxContext,
-    SendPosition as AbiPosition, SocketAddr as AbiAddr, StopSendingFrame, StreamDataBlockedFrame,
-    StreamFrame, StreamsFrame,
+    FieldRef, Frame, FrameOutcome, MaxStreamDataFrame, NewConnectionIdFrame, PacketType, PluginVal,
+    PnSpace, ResetStreamFrame, Routine, RxContext, SendPosition as AbiPosition, StopSendingFrame,
+    StreamDataBlockedFrame, StreamFrame, StreamsFrame,
 };
 use corequic_runtime::{
     FieldSet, HostCapabilities, HostConnection, LogRecord, Plugin, PluginSet, PluginStats,
@@ -44,7 +43,7 @@ use quiche::{
 };
 use std::any::Any;
 use std::collections::BTreeMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -204,27 +203,6 @@ fn unavailable(field: FieldId) -> abi::Error {
     ))
 }
 
-fn duration(d: Duration) -> PluginVal {
-    PluginVal::Duration(d.as_nanos().min(u128::from(u64::MAX)) as u64)
-}
-
-fn abi_addr(addr: SocketAddr) -> PluginVal {
-    let ip = match addr.ip() {
-        IpAddr::V4(v4) => {
-            let o = v4.octets();
-            AbiIp::V4((o[0], o[1], o[2], o[3]))
-        }
-        IpAddr::V6(v6) => {
-            let s = v6.segments();
-            AbiIp::V6((s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]))
-        }
-    };
-    PluginVal::SocketAddr(AbiAddr {
-        ip,
-        port: addr.port(),
-    })
-}
-
 fn space_index(space: Option<PnSpace>) -> usize {
     match space {
         Some(PnSpace::Initial) => 0,
@@ -243,8 +221,8 @@ impl HostConnection for QuicheConn<'_, '_, '_> {
         }
         let Some(cx) = self.cx.as_ref() else {
             return match id {
-                FieldId::PeerAddress => Ok(abi_addr(self.st.peer)),
-                FieldId::LocalAddress => Ok(abi_addr(self.st.local)),
+                FieldId::PeerAddress => Ok(PluginVal::from(self.st.peer)),
+                FieldId::LocalAddress => Ok(PluginVal::from(self.st.local)),
                 _ => Err(unavailable(id)),
             };
         };
@@ -261,18 +239,18 @@ impl HostConnection for QuicheConn<'_, '_, '_> {
             FieldId::MaxSendUdpPayload | FieldId::MaxDatagramSize => {
                 PluginVal::U64(info.max_datagram_size as u64)
             }
-            FieldId::LocalAddress => abi_addr(local),
-            FieldId::PeerAddress => abi_addr(peer),
-            FieldId::IdleTimeout => duration(info.idle_timeout.unwrap_or_default()),
+            FieldId::LocalAddress => PluginVal::from(local),
+            FieldId::PeerAddress => PluginVal::from(peer),
+            FieldId::IdleTimeout => PluginVal::from(info.idle_timeout.unwrap_or_default()),
             FieldId::NextPacketNumber => PluginVal::U64(info.next_packet_number),
             FieldId::LargestAcked => {
                 info.largest_acked[space].map_or(PluginVal::None, PluginVal::U64)
             }
             FieldId::LargestReceived => PluginVal::U64(info.largest_received[space]),
-            FieldId::SmoothedRtt => duration(info.smoothed_rtt),
-            FieldId::MinRtt => duration(info.min_rtt.unwrap_or(info.smoothed_rtt)),
-            FieldId::Rttvar => duration(info.rttvar),
-            FieldId::MaxAckDelay => duration(info.peer_max_ack_delay),
+            FieldId::SmoothedRtt => PluginVal::from(info.smoothed_rtt),
+            FieldId::MinRtt => PluginVal::from(info.min_rtt.unwrap_or(info.smoothed_rtt)),
+            FieldId::Rttvar => PluginVal::from(info.rttvar),
+            FieldId::MaxAckDelay => PluginVal::from(info.peer_max_ack_delay),
             FieldId::BytesInFlight => PluginVal::U64(info.bytes_in_flight as u64),
             FieldId::CongestionWindow => PluginVal::U64(info.cwnd as u64),
             FieldId::Ssthresh => match info.ssthresh {

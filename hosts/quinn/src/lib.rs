@@ -23,10 +23,9 @@
 
 use corequic_runtime::abi::{
     self, AckFrame, Anchor, ConnectionCloseFrame, CryptoFrame, EcnCounts, ExtFrame, FieldId,
-    FieldRef, Frame, FrameOutcome, IpAddr as AbiIp, MaxStreamDataFrame, NewConnectionIdFrame,
-    PacketType, PluginVal, PnSpace, ResetStreamFrame, Routine, RxContext,
-    SendPosition as AbiPosition, SocketAddr as AbiAddr, StopSendingFrame, StreamDataBlockedFrame,
-    StreamFrame, StreamsFrame,
+    FieldRef, Frame, FrameOutcome, MaxStreamDataFrame, NewConnectionIdFrame, PacketType, PluginVal,
+    PnSpace, ResetStreamFrame, Routine, RxContext, SendPosition as AbiPosition, StopSendingFrame,
+    StreamDataBlockedFrame, StreamFrame, StreamsFrame,
 };
 use corequic_runtime::{
     FieldSet, HostCapabilities, HostConnection, LogRecord, Plugin, PluginSet, PluginStats,
@@ -38,7 +37,7 @@ use quinn_proto::{
 };
 use std::any::Any;
 use std::collections::BTreeMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -196,27 +195,6 @@ fn unavailable(field: FieldId) -> abi::Error {
     ))
 }
 
-fn duration(d: Duration) -> PluginVal {
-    PluginVal::Duration(d.as_nanos().min(u128::from(u64::MAX)) as u64)
-}
-
-fn abi_addr(addr: SocketAddr) -> PluginVal {
-    let ip = match addr.ip() {
-        IpAddr::V4(v4) => {
-            let o = v4.octets();
-            AbiIp::V4((o[0], o[1], o[2], o[3]))
-        }
-        IpAddr::V6(v6) => {
-            let s = v6.segments();
-            AbiIp::V6((s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]))
-        }
-    };
-    PluginVal::SocketAddr(AbiAddr {
-        ip,
-        port: addr.port(),
-    })
-}
-
 fn space_id(space: Option<PnSpace>) -> SpaceId {
     match space {
         Some(PnSpace::Initial) => SpaceId::Initial,
@@ -241,15 +219,19 @@ impl HostConnection for QuinnConn<'_, '_> {
             FieldId::IsServer => return Ok(PluginVal::Bool(self.st.is_server)),
             FieldId::SendingHalted => return Ok(PluginVal::Bool(self.st.sending_halted)),
             FieldId::LocalAddress => {
-                return self.st.local.map(abi_addr).ok_or(abi::Error::NotFound(
-                    "the application did not give the local address".into(),
-                ));
+                return self
+                    .st
+                    .local
+                    .map(PluginVal::from)
+                    .ok_or(abi::Error::NotFound(
+                        "the application did not give the local address".into(),
+                    ));
             }
             _ => {}
         }
         let Some(cx) = self.cx.as_mut() else {
             return match id {
-                FieldId::PeerAddress => Ok(abi_addr(self.st.remote)),
+                FieldId::PeerAddress => Ok(PluginVal::from(self.st.remote)),
                 _ => Err(unavailable(id)),
             };
         };
@@ -264,19 +246,19 @@ impl HostConnection for QuinnConn<'_, '_> {
             FieldId::MaxSendUdpPayload | FieldId::MaxDatagramSize => {
                 PluginVal::U64(u64::from(cx.connection().current_mtu()))
             }
-            FieldId::PeerAddress => abi_addr(cx.connection().remote_address()),
-            FieldId::IdleTimeout => duration(cx.idle_timeout().unwrap_or_default()),
+            FieldId::PeerAddress => PluginVal::from(cx.connection().remote_address()),
+            FieldId::IdleTimeout => PluginVal::from(cx.idle_timeout().unwrap_or_default()),
             FieldId::NextPacketNumber => PluginVal::U64(cx.packet_numbers(space_id(field.space)).0),
             FieldId::LargestAcked => cx
                 .packet_numbers(space_id(field.space))
                 .1
                 .map_or(PluginVal::None, PluginVal::U64),
             FieldId::LargestReceived => PluginVal::U64(cx.packet_numbers(space_id(field.space)).2),
-            FieldId::LatestRtt => duration(cx.rtt().latest()),
-            FieldId::SmoothedRtt => duration(cx.rtt().get()),
-            FieldId::MinRtt => duration(cx.rtt().min()),
-            FieldId::Rttvar => duration(cx.rtt().var()),
-            FieldId::MaxAckDelay => duration(cx.peer_max_ack_delay()),
+            FieldId::LatestRtt => PluginVal::from(cx.rtt().latest()),
+            FieldId::SmoothedRtt => PluginVal::from(cx.rtt().get()),
+            FieldId::MinRtt => PluginVal::from(cx.rtt().min()),
+            FieldId::Rttvar => PluginVal::from(cx.rtt().var()),
+            FieldId::MaxAckDelay => PluginVal::from(cx.peer_max_ack_delay()),
             FieldId::PtoCount => PluginVal::U32(cx.pto_count()),
             FieldId::BytesInFlight => PluginVal::U64(cx.bytes_in_flight()),
             FieldId::CongestionWindow => PluginVal::U64(cx.congestion().window()),

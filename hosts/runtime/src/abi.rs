@@ -288,3 +288,31 @@ pub fn abi_compatible(plugin: &str, host: &str) -> bool {
         _ => false,
     }
 }
+
+/// A `duration` field value (nanoseconds, saturating): what every host
+/// reports for its RTT and timeout fields.
+impl From<std::time::Duration> for PluginVal {
+    fn from(d: std::time::Duration) -> Self {
+        PluginVal::Duration(d.as_nanos().min(u128::from(u64::MAX)) as u64)
+    }
+}
+
+/// A `socket-addr` field value: what every host reports for its addresses.
+impl From<std::net::SocketAddr> for PluginVal {
+    fn from(addr: std::net::SocketAddr) -> Self {
+        let ip = match addr.ip() {
+            std::net::IpAddr::V4(v4) => {
+                let o = v4.octets();
+                IpAddr::V4((o[0], o[1], o[2], o[3]))
+            }
+            std::net::IpAddr::V6(v6) => {
+                let s = v6.segments();
+                IpAddr::V6((s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]))
+            }
+        };
+        PluginVal::SocketAddr(SocketAddr {
+            ip,
+            port: addr.port(),
+        })
+    }
+}

@@ -29,10 +29,9 @@
 
 use corequic_runtime::abi::{
     self, AckFrame, Anchor, ConnectionCloseFrame, CryptoFrame, EcnCounts, ExtFrame, FieldId,
-    FieldRef, Frame, FrameOutcome, IpAddr as AbiIp, MaxStreamDataFrame, NewConnectionIdFrame,
-    PacketType, PluginVal, PnSpace, ResetStreamFrame, Routine, RxContext,
-    SendPosition as AbiPosition, SocketAddr as AbiAddr, StopSendingFrame, StreamDataBlockedFrame,
-    StreamFrame, StreamsFrame,
+    FieldRef, Frame, FrameOutcome, MaxStreamDataFrame, NewConnectionIdFrame, PacketType, PluginVal,
+    PnSpace, ResetStreamFrame, Routine, RxContext, SendPosition as AbiPosition, StopSendingFrame,
+    StreamDataBlockedFrame, StreamFrame, StreamsFrame,
 };
 use corequic_runtime::{
     FieldSet, HostCapabilities, HostConnection, LogRecord, Plugin, PluginSet, PluginStats,
@@ -47,7 +46,7 @@ use s2n_quic_core::transport;
 use std::any::Any;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -242,27 +241,6 @@ fn unavailable(field: FieldId) -> abi::Error {
     ))
 }
 
-fn duration(d: Duration) -> PluginVal {
-    PluginVal::Duration(d.as_nanos().min(u128::from(u64::MAX)) as u64)
-}
-
-fn abi_addr(addr: SocketAddr) -> PluginVal {
-    let ip = match addr.ip() {
-        IpAddr::V4(v4) => {
-            let o = v4.octets();
-            AbiIp::V4((o[0], o[1], o[2], o[3]))
-        }
-        IpAddr::V6(v6) => {
-            let s = v6.segments();
-            AbiIp::V6((s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]))
-        }
-    };
-    PluginVal::SocketAddr(AbiAddr {
-        ip,
-        port: addr.port(),
-    })
-}
-
 impl HostConnection for S2nConn<'_> {
     fn get_field(&mut self, field: FieldRef) -> Result<PluginVal, abi::Error> {
         let id = field.id;
@@ -273,8 +251,8 @@ impl HostConnection for S2nConn<'_> {
         }
         let Some(cx) = self.cx.as_deref() else {
             return match id {
-                FieldId::PeerAddress => Ok(abi_addr(self.st.remote)),
-                FieldId::LocalAddress => self.st.local.map(abi_addr).ok_or(unavailable(id)),
+                FieldId::PeerAddress => Ok(PluginVal::from(self.st.remote)),
+                FieldId::LocalAddress => self.st.local.map(PluginVal::from).ok_or(unavailable(id)),
                 _ => Err(unavailable(id)),
             };
         };
@@ -300,17 +278,17 @@ impl HostConnection for S2nConn<'_> {
             FieldId::MaxSendUdpPayload | FieldId::MaxDatagramSize => {
                 PluginVal::U64(u64::from(cx.max_datagram_size))
             }
-            FieldId::PeerAddress => abi_addr(cx.remote_address),
-            FieldId::LocalAddress => abi_addr(cx.local_address),
-            FieldId::IdleTimeout => duration(cx.idle_timeout.unwrap_or_default()),
+            FieldId::PeerAddress => PluginVal::from(cx.remote_address),
+            FieldId::LocalAddress => PluginVal::from(cx.local_address),
+            FieldId::IdleTimeout => PluginVal::from(cx.idle_timeout.unwrap_or_default()),
             FieldId::NextPacketNumber => PluginVal::U64(cx.next_packet_number),
             FieldId::LargestAcked => opt(cx.largest_acked),
             FieldId::LargestReceived => opt(cx.largest_received),
-            FieldId::LatestRtt => duration(cx.latest_rtt),
-            FieldId::SmoothedRtt => duration(cx.smoothed_rtt),
-            FieldId::MinRtt => duration(cx.min_rtt),
-            FieldId::Rttvar => duration(cx.rttvar),
-            FieldId::MaxAckDelay => duration(cx.max_ack_delay),
+            FieldId::LatestRtt => PluginVal::from(cx.latest_rtt),
+            FieldId::SmoothedRtt => PluginVal::from(cx.smoothed_rtt),
+            FieldId::MinRtt => PluginVal::from(cx.min_rtt),
+            FieldId::Rttvar => PluginVal::from(cx.rttvar),
+            FieldId::MaxAckDelay => PluginVal::from(cx.max_ack_delay),
             FieldId::PtoCount => PluginVal::U32(cx.pto_count),
             FieldId::BytesInFlight => PluginVal::U64(u64::from(cx.bytes_in_flight)),
             FieldId::CongestionWindow => PluginVal::U64(u64::from(cx.congestion_window)),
@@ -555,7 +533,9 @@ impl Extension for S2nPlugins {
         id: u64,
         value: &[u8],
     ) -> Result<(), transport::Error> {
-        match self.with(cx, |set, conn| set.decode_transport_parameter(conn, id, value)) {
+        match self.with(cx, |set, conn| {
+            set.decode_transport_parameter(conn, id, value)
+        }) {
             Ok(_) => Ok(()),
             // A fault already asked for the plugin-failure close.
             Err(RoutineError::Fault(_)) => Ok(()),

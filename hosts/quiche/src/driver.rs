@@ -17,6 +17,9 @@ use tokio::sync::mpsc;
 /// Largest UDP datagram read or written.
 const MAX_DATAGRAM: usize = 65_535;
 
+/// The max_udp_payload_size transport parameter: the largest UDP payload.
+const MAX_UDP_PAYLOAD: usize = 65_527;
+
 /// Work the owner of a running connection asks its driver to do, e.g. a
 /// plugin-control call.
 pub type Command = Box<dyn FnOnce(&mut quiche::Connection) + Send>;
@@ -320,7 +323,8 @@ pub fn base_config() -> Result<quiche::Config, String> {
         .set_application_protos(&[corequic_endpoint::ALPN])
         .map_err(|e| e.to_string())?;
     config.set_max_idle_timeout(30_000);
-    config.set_max_recv_udp_payload_size(MAX_DATAGRAM);
+    // The largest value RFC 9000 §18.2 allows; s2n-quic rejects anything above it
+    config.set_max_recv_udp_payload_size(MAX_UDP_PAYLOAD);
     config.set_max_send_udp_payload_size(1200);
     config.set_initial_max_data(16 << 20);
     config.set_initial_max_stream_data_bidi_local(16 << 20);

@@ -589,6 +589,27 @@ async fn padding_alone_on_the_client_works() {
 }
 
 #[tokio::test]
+async fn padding_also_pads_the_connection_close() {
+    let mut p = pair(&["padding"], &[]).await;
+    p.download(100_000).await.expect("byte-exact download");
+    p.client
+        .call(|conn| conn.close(true, 0, b"done"))
+        .await
+        .expect("close");
+    p.client.closed().await;
+    let server = p.server.closed().await;
+    // The server read the padded close; the relay saw it before passing it on.
+    let close = server.peer_error().expect("the server received the close");
+    assert!(close.is_app && close.error_code == 0, "{close:?}");
+    let client_1rtt: Vec<_> = p
+        .seen()
+        .into_iter()
+        .filter(|s| !s.from_server && s.short_header)
+        .collect();
+    assert!(client_1rtt.iter().all(|s| s.size == MTU), "{client_1rtt:?}");
+}
+
+#[tokio::test]
 async fn a_trap_in_a_define_routine_closes_with_the_plugin_failure_code() {
     let mut p = pair(&[], &["test-hostile"]).await;
     // Arm a trap in the hostile plugin's should-send-frame (DEFINE).

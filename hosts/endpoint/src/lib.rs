@@ -25,6 +25,20 @@ pub const EXIT_UNSUPPORTED: i32 = 127;
 /// The application protocol: HTTP/0.9 over QUIC, as in the QUIC interop runner.
 pub const ALPN: &[u8] = b"hq-interop";
 
+/// Flow-control windows every endpoint uses, bytes: the stream and
+/// connection receive windows it advertises and, where the stack has one,
+/// its send buffer limit.
+///
+/// The interop matrix measures congestion control (the BDP plugin against
+/// slow start), so flow control must never be the bottleneck. A sender can
+/// have at most one receive window in flight per RTT: with quinn's default
+/// stream window (1.25 MB) the paper's link (50 Mbit/s, 500 ms RTT, BDP
+/// 3.125 MB) carries at most 20 Mbit/s whatever the congestion window. At
+/// the bottleneck queue's limit (one BDP) a sender can have two BDPs in
+/// flight, and a receiver that releases credit when half of it is used
+/// needs twice that; 32 MiB leaves room above 4 × 3.125 MB.
+pub const FLOW_CONTROL_WINDOW: u64 = 32 << 20;
+
 /// Test cases of the interop matrix; any other name exits with 127.
 pub const TESTS: &[&str] = &[
     "transfer",

@@ -6,7 +6,7 @@
 //! what it writes, and sleeps until `Connection::timeout()` (which includes
 //! the plugins' timers), an application deadline, or a command arrives.
 
-use corequic_endpoint::{PAYLOAD_CHUNK, parse_request, payload, payload_byte};
+use corequic_endpoint::{FLOW_CONTROL_WINDOW, PAYLOAD_CHUNK, parse_request, payload, payload_byte};
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::net::SocketAddr;
@@ -316,7 +316,8 @@ impl App for HqClient {
 }
 
 /// The base configuration of the hq-interop endpoints: ALPN `hq-interop`,
-/// 1200-byte datagrams (no PMTU discovery), generous flow control.
+/// 1200-byte datagrams (no PMTU discovery), flow control windows of
+/// [`FLOW_CONTROL_WINDOW`].
 pub fn base_config() -> Result<quiche::Config, String> {
     let mut config = quiche::Config::new(quiche::PROTOCOL_VERSION).map_err(|e| e.to_string())?;
     config
@@ -326,9 +327,15 @@ pub fn base_config() -> Result<quiche::Config, String> {
     // The largest value RFC 9000 §18.2 allows; s2n-quic rejects anything above it
     config.set_max_recv_udp_payload_size(MAX_UDP_PAYLOAD);
     config.set_max_send_udp_payload_size(1200);
-    config.set_initial_max_data(16 << 20);
-    config.set_initial_max_stream_data_bidi_local(16 << 20);
-    config.set_initial_max_stream_data_bidi_remote(16 << 20);
+    // Flow control must never be what the matrix measures (see
+    // FLOW_CONTROL_WINDOW): the initial windows and the caps of quiche's
+    // window autotuning (by default 24 MB connection, 16 MB stream) are the
+    // same as every endpoint's. Congestion control stays quiche's default.
+    config.set_initial_max_data(FLOW_CONTROL_WINDOW);
+    config.set_initial_max_stream_data_bidi_local(FLOW_CONTROL_WINDOW);
+    config.set_initial_max_stream_data_bidi_remote(FLOW_CONTROL_WINDOW);
+    config.set_max_connection_window(FLOW_CONTROL_WINDOW);
+    config.set_max_stream_window(FLOW_CONTROL_WINDOW);
     config.set_initial_max_stream_data_uni(1 << 20);
     config.set_initial_max_streams_bidi(100);
     config.set_initial_max_streams_uni(100);

@@ -4,11 +4,12 @@
 //! `interop-runner/ENDPOINT.md`, shared by every host.
 
 use corequic_endpoint::{
-    ALPN, Args, ControlResult, EXIT_FAIL, EXIT_PASS, EXIT_UNSUPPORTED, LogLine, PAYLOAD_CHUNK,
-    Role, Stats, USAGE, parse_request, payload, payload_byte, render,
+    ALPN, Args, ControlResult, EXIT_FAIL, EXIT_PASS, EXIT_UNSUPPORTED, FLOW_CONTROL_WINDOW,
+    LogLine, PAYLOAD_CHUNK, Role, Stats, USAGE, parse_request, payload, payload_byte, render,
 };
 use corequic_quinn::{PluginFactory, plugin_control, with_plugins};
 use corequic_runtime::{LogRecord, Runtime, RuntimeConfig};
+use quinn::VarInt;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
@@ -60,6 +61,15 @@ fn main() -> ExitCode {
 async fn run(args: Args) -> Result<bool, String> {
     let logs: Logs = Arc::default();
     let mut transport = quinn::TransportConfig::default();
+    // quinn's default stream window (1.25 MB) would cap the long-RTT
+    // transfers below the link rate: flow control must not be what the
+    // matrix measures (see FLOW_CONTROL_WINDOW). Congestion control stays
+    // quinn's default.
+    let window = VarInt::from_u64(FLOW_CONTROL_WINDOW).map_err(|e| e.to_string())?;
+    transport
+        .stream_receive_window(window)
+        .receive_window(window)
+        .send_window(FLOW_CONTROL_WINDOW);
     // Without plugins there is no runtime at all (no engine, no epoch
     // ticker): the baseline is plain quinn.
     if !args.plugins.is_empty() {

@@ -7,9 +7,10 @@ use std::time::Duration;
 /// the specification.
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
-    /// Wall-clock budget of one plugin call (rounded up to whole epoch ticks).
+    /// CPU-time budget of one plugin call: the calling thread's CPU time,
+    /// checked at each epoch tick once this much wall time has passed.
     pub call_deadline: Duration,
-    /// Period of the epoch ticker that enforces `call_deadline`.
+    /// Period of the epoch ticker that wakes the `call_deadline` check.
     pub epoch_tick: Duration,
     /// Maximum linear memory of one plugin instance, in bytes.
     pub max_memory_bytes: usize,

@@ -25,6 +25,7 @@
 
 pub mod abi;
 pub mod config;
+mod deadline;
 mod error;
 mod host;
 pub mod mock;

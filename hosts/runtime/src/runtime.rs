@@ -312,7 +312,7 @@ impl Runtime {
         // there because no connection scope is set.
         let mut store = Store::new(&self.engine, PluginState::for_manifest(&self.config));
         store.limiter(|s| &mut s.limits);
-        store.set_epoch_deadline(self.deadline_ticks());
+        crate::deadline::install(&mut store, self.deadline_ticks());
         let manifest = pre
             .instantiate(&mut store)
             .and_then(|b| b.core_quic_plugin_routines().call_manifest(&mut store))

@@ -173,7 +173,7 @@ impl PluginSet {
             let state = PluginState::new(&runtime.config, Some(plugin.info.clone()), idx);
             let mut store = Store::new(&runtime.engine, state);
             store.limiter(|s| &mut s.limits);
-            store.set_epoch_deadline(runtime.deadline_ticks());
+            crate::deadline::install(&mut store, runtime.deadline_ticks());
             let bindings =
                 plugin
                     .pre
@@ -221,7 +221,7 @@ impl PluginSet {
             anchor,
         };
         live.store.data_mut().scope = Some(scope);
-        live.store.set_epoch_deadline(self.deadline_ticks);
+        crate::deadline::start_call(&mut live.store, self.deadline_ticks);
         let result = f(&live.bindings, &mut live.store);
         live.store.data_mut().scope = None;
         let slot = &mut self.slots[idx];

@@ -53,6 +53,10 @@ pub(crate) struct PluginState {
     pub(crate) timers: Vec<(u64, u64)>,
     pub(crate) max_timers: usize,
     pub(crate) denied: u64,
+    /// The thread's CPU time when the current call started.
+    pub(crate) call_started: std::time::Duration,
+    /// CPU budget of one call.
+    pub(crate) call_deadline: std::time::Duration,
 }
 
 impl PluginState {
@@ -78,6 +82,8 @@ impl PluginState {
             timers: Vec::new(),
             max_timers: config.max_timers,
             denied: 0,
+            call_started: std::time::Duration::ZERO,
+            call_deadline: config.call_deadline,
         }
     }
 

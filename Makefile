@@ -13,7 +13,7 @@ PLUGINS := padding probe bdp dummy ack-logger
 TEST_PLUGINS := test-bench test-hostile test-observer test-abi-mismatch
 ALL_PLUGINS := $(PLUGINS) $(TEST_PLUGINS)
 # Host-side packages (everything but the wasm plugin crates).
-HOST_PACKAGES := -p corequic-runtime -p corequic-sdk -p xtask -p corequic-quinn -p corequic-endpoint -p corequic-quiche -p corequic-interop
+HOST_PACKAGES := -p corequic-runtime -p corequic-sdk -p xtask -p corequic-quinn -p corequic-endpoint -p corequic-quiche -p corequic-s2n -p corequic-interop
 
 .PHONY: all setup patches test-upstream plugins wit-doc check-wit-doc fmt-check lint test bench demo interop interop-build interop-test paper browser sizes clean
 
@@ -41,6 +41,7 @@ setup:
 ## patches: pristine pinned upstream crates + our hook patches, in build/patched
 ## (the workspace's [patch.crates-io] points there, so this runs before any cargo).
 PATCHED := build/patched
+S2N_UPSTREAM := build/s2n-upstream
 patches:
 	@tools/patch-crate.sh quinn-proto 0.11.19 hosts/quinn/patches/quinn-proto $(PATCHED)
 	@tools/patch-crate.sh quinn 0.11.12 hosts/quinn/patches/quinn $(PATCHED)
@@ -53,6 +54,14 @@ patches:
 test-upstream: setup patches
 	$(CARGO) test -q --manifest-path $(PATCHED)/quinn-proto-0.11.19/Cargo.toml
 	$(CARGO) test -q --lib --target-dir $(TARGET_DIR) --manifest-path $(PATCHED)/quiche-0.30.0/Cargo.toml
+	@# s2n-quic's event snapshots are found relative to its monorepo layout
+	@# (quic/<crate>), so its crates are tested from copies laid out that way.
+	rm -rf $(S2N_UPSTREAM) && mkdir -p $(S2N_UPSTREAM)/quic
+	cp -r $(PATCHED)/s2n-quic-core-0.91.0 $(S2N_UPSTREAM)/quic/s2n-quic-core
+	cp -r $(PATCHED)/s2n-quic-transport-0.91.0 $(S2N_UPSTREAM)/quic/s2n-quic-transport
+	printf '[workspace]\nresolver = "2"\nmembers = ["quic/s2n-quic-core", "quic/s2n-quic-transport"]\n\n[patch.crates-io]\ns2n-quic-core = { path = "quic/s2n-quic-core" }\n' > $(S2N_UPSTREAM)/Cargo.toml
+	cd $(S2N_UPSTREAM) && $(CARGO) test -q --lib --target-dir $(abspath $(TARGET_DIR)) -p s2n-quic-transport --features s2n-quic-core/testing
+	cd $(S2N_UPSTREAM) && $(CARGO) test -q --lib --target-dir $(abspath $(TARGET_DIR)) -p s2n-quic-core --features testing recovery::
 
 ## plugins: build every plugin for wasm32 and turn it into a component.
 plugins: setup patches

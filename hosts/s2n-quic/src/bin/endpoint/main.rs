@@ -319,7 +319,8 @@ async fn client(args: &Args, setup: Setup) -> Result<bool, String> {
     let controls = scheduled.await.unwrap_or_default();
     let plugins = with_plugins(&handle, |p, _| p.stats()).unwrap_or_default();
     let mut extra = Vec::new();
-    if let Some((rtt, cwnd)) = with_plugins(&handle, |_, cx| (cx.smoothed_rtt, cx.congestion_window))
+    if let Some((rtt, cwnd)) =
+        with_plugins(&handle, |_, cx| (cx.smoothed_rtt, cx.congestion_window))
     {
         extra.push(("rtt_ms".into(), format!("{:.3}", rtt.as_secs_f64() * 1e3)));
         extra.push(("cwnd".into(), cwnd.to_string()));
@@ -411,11 +412,11 @@ async fn download(conn: &mut s2n_quic::Connection, n: u64) -> Result<u64, String
 
 #[allow(deprecated)]
 mod verifier {
-    use s2n_quic::provider::tls::rustls::rustls;
     use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
     use rustls::crypto::WebPkiSupportedAlgorithms;
     use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
     use rustls::{DigitallySignedStruct, SignatureScheme};
+    use s2n_quic::provider::tls::rustls::rustls;
 
     /// Accepts any certificate; verifies handshake signatures.
     #[derive(Debug)]

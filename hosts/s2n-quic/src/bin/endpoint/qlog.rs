@@ -1,9 +1,10 @@
-//! A small qlog writer (JSON-SEQ, `packet_sent` / `packet_received`) on
+//! A small qlog writer (JSON-SEQ, `packet_sent` / `packet_received` /
+//! `connection_closed`) on
 //! s2n-quic's event subscriber, for `--qlog DIR`.
 
 use s2n_quic::provider::event::{
     ConnectionInfo, ConnectionMeta, Subscriber,
-    events::{PacketHeader, PacketReceived, PacketSent},
+    events::{ConnectionClosed, PacketHeader, PacketReceived, PacketSent},
 };
 use s2n_quic_core::event::Timestamp;
 use std::fs::File;
@@ -40,12 +41,17 @@ impl Writer {
         })
     }
 
+    /// Milliseconds since the first event.
+    fn time(&mut self, now: Timestamp) -> f64 {
+        let start = *self.start.get_or_insert(now);
+        now.saturating_duration_since(start).as_secs_f64() * 1e3
+    }
+
     fn event(&mut self, now: Timestamp, name: &str, header: &PacketHeader, len: usize) {
+        let ms = self.time(now);
         let Some(out) = self.out.as_mut() else {
             return;
         };
-        let start = *self.start.get_or_insert(now);
-        let ms = now.saturating_duration_since(start).as_secs_f64() * 1e3;
         let (packet_type, number) = match header {
             PacketHeader::Initial { number, .. } => ("initial", Some(number)),
             PacketHeader::Handshake { number, .. } => ("handshake", Some(number)),
@@ -69,7 +75,12 @@ impl Subscriber for Writer {
     fn create_connection_context(&mut self, _: &ConnectionMeta, _: &ConnectionInfo) {}
 
     fn on_packet_sent(&mut self, _: &mut (), meta: &ConnectionMeta, event: &PacketSent) {
-        self.event(meta.timestamp, "packet_sent", &event.packet_header, event.packet_len);
+        self.event(
+            meta.timestamp,
+            "packet_sent",
+            &event.packet_header,
+            event.packet_len,
+        );
     }
 
     fn on_packet_received(&mut self, _: &mut (), meta: &ConnectionMeta, event: &PacketReceived) {
@@ -78,6 +89,24 @@ impl Subscriber for Writer {
             "packet_received",
             &event.packet_header,
             event.packet_len,
+        );
+    }
+
+    fn on_connection_closed(
+        &mut self,
+        _: &mut (),
+        meta: &ConnectionMeta,
+        event: &ConnectionClosed,
+    ) {
+        let ms = self.time(meta.timestamp);
+        let Some(out) = self.out.as_mut() else {
+            return;
+        };
+        // The error's Display text, as a JSON string
+        let reason = serde_json::to_string(&event.error.to_string()).unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "\u{1e}{{\"time\":{ms:.3},\"name\":\"connectivity:connection_closed\",\"data\":{{\"reason\":{reason}}}}}"
         );
     }
 }

@@ -621,13 +621,41 @@ impl PluginSet {
     pub fn write_frames(
         &mut self,
         conn: &mut dyn HostConnection,
-        mut ctx: SendContext,
+        ctx: SendContext,
         out: &mut Vec<u8>,
         written: &mut Vec<WrittenFrame>,
     ) -> usize {
+        self.write_frames_where(conn, ctx, out, written, true)
+    }
+
+    /// [`Self::write_frames`] for a packet that congestion control lets out
+    /// only because it is not in flight, e.g. an ACK-only packet while the
+    /// congestion window is full: only registrations with `in-flight` =
+    /// false are offered (CQ-SEND-10).
+    pub fn write_frames_not_in_flight(
+        &mut self,
+        conn: &mut dyn HostConnection,
+        ctx: SendContext,
+        out: &mut Vec<u8>,
+        written: &mut Vec<WrittenFrame>,
+    ) -> usize {
+        self.write_frames_where(conn, ctx, out, written, false)
+    }
+
+    fn write_frames_where(
+        &mut self,
+        conn: &mut dyn HostConnection,
+        mut ctx: SendContext,
+        out: &mut Vec<u8>,
+        written: &mut Vec<WrittenFrame>,
+        in_flight_allowed: bool,
+    ) -> usize {
         let mut regs = std::mem::take(&mut self.regs_scratch);
         regs.clear();
-        regs.extend(self.registrations(ctx.position));
+        regs.extend(
+            self.registrations(ctx.position)
+                .filter(|r| in_flight_allowed || !r.in_flight),
+        );
         let start = out.len();
         for &reg in &regs {
             ctx.room = ctx.room.saturating_sub((out.len() - start) as u64);

@@ -56,6 +56,50 @@ fn padding_halts_after_each_packet_and_resumes_on_its_timer() {
 }
 
 /// CQ-CTRL-2, CQ-CTRL-5 (plugin-control from the application).
+/// CQ-SEND-10: a packet that goes out only because it is not in flight (an
+/// ACK-only packet under a full congestion window) is offered padding, which
+/// is not in flight, but not the in-flight frame of another plugin.
+#[test]
+fn an_ack_only_packet_under_a_full_window_gets_padding_but_no_in_flight_frame() {
+    use corequic_runtime::abi::{PacketType, PnSpace, SendContext, SendPosition};
+    let mut p = pair(&["test-bench", "padding"], &[]);
+    p.handshake();
+    let ctx = |position, room| SendContext {
+        packet_type: PacketType::OneRtt,
+        space: PnSpace::ApplicationData,
+        packet_number: 100,
+        position,
+        room,
+        now: 0,
+    };
+    let client = &mut p.client;
+    let (mut out, mut written) = (Vec::new(), Vec::new());
+    // An ordinary packet takes test-bench's in-flight frame after the ACK.
+    client.plugins.write_frames(
+        &mut client.conn,
+        ctx(SendPosition::AfterAck, 1000),
+        &mut out,
+        &mut written,
+    );
+    assert_eq!(written.len(), 1, "{written:?}");
+    assert!(written[0].in_flight);
+    // The ACK-only packet does not, and is still padded at the end.
+    let (mut out, mut written) = (Vec::new(), Vec::new());
+    for (position, room) in [(SendPosition::AfterAck, 1000), (SendPosition::End, 1000)] {
+        let room = room - out.len() as u64;
+        client.plugins.write_frames_not_in_flight(
+            &mut client.conn,
+            ctx(position, room),
+            &mut out,
+            &mut written,
+        );
+    }
+    assert_eq!(written.len(), 1, "{written:?}");
+    assert_eq!(written[0].frame.frame_type, 0x00, "padding");
+    assert!(!written[0].in_flight);
+    assert_eq!(out.len(), 1000, "padded to the room");
+}
+
 #[test]
 fn padding_toggles_through_plugin_control() {
     let mut p = pair(&[], &["padding"]);

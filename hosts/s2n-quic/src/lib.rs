@@ -84,6 +84,10 @@ pub struct ConnectionReport {
     pub stats: Vec<PluginStats>,
     /// Plugin frames (sent, acknowledged, lost) by frame type.
     pub frames: BTreeMap<u64, (u64, u64, u64)>,
+    /// The close the plugins caused (error code, reason naming the plugin,
+    /// routine and cause), if they did. s2n-quic sends the code without the
+    /// reason phrase, so this is where the reason is.
+    pub close: Option<(u64, String)>,
 }
 
 /// Receives the [`ConnectionReport`] of each connection with plugins.
@@ -143,6 +147,7 @@ impl ExtensionFactory for PluginFactory {
             frames_sent: BTreeMap::new(),
             frames_acked: BTreeMap::new(),
             frames_lost: BTreeMap::new(),
+            close: None,
         };
         let mut set = match self.runtime.connection(&self.plugins) {
             Ok(set) => set,
@@ -184,6 +189,8 @@ struct AdapterState {
     frames_sent: BTreeMap<u64, u64>,
     frames_acked: BTreeMap<u64, u64>,
     frames_lost: BTreeMap<u64, u64>,
+    /// The close the plugins asked for: error code and reason.
+    close: Option<(u64, String)>,
 }
 
 impl AdapterState {
@@ -223,6 +230,7 @@ impl Drop for S2nPlugins {
             report(ConnectionReport {
                 stats: self.set.stats(),
                 frames,
+                close: self.state.close.clone(),
             });
         }
     }
@@ -470,8 +478,11 @@ impl S2nPlugins {
                 close.error_code, close.reason
             ));
             if let Some(cx) = conn.cx.as_deref_mut() {
-                cx.close(close.error_code, close.reason.into_bytes().into());
+                cx.close(close.error_code, close.reason.clone().into_bytes().into());
             }
+            conn.st
+                .close
+                .get_or_insert((close.error_code, close.reason));
         }
         r
     }
@@ -564,7 +575,7 @@ impl Extension for S2nPlugins {
         frames: &mut Vec<ExtensionFrame>,
     ) {
         let mut room = ctx.room;
-        if ctx.position == SendPosition::First {
+        if ctx.position == SendPosition::First && ctx.in_flight {
             // PATH_CHALLENGEs queued through `send-frame` (CQ-API-14).
             while room >= 9 {
                 let Some(data) = self.state.challenges.pop() else {
@@ -584,8 +595,15 @@ impl Extension for S2nPlugins {
         let mut abi_ctx = self.abi_send_context(cx, ctx);
         abi_ctx.room = room as u64;
         let mut written = Vec::new();
+        // An ACK-only packet under a full congestion window takes only
+        // frames that are not in flight (CQ-SEND-10).
+        let in_flight = ctx.in_flight;
         self.with(cx, |set, conn| {
-            set.write_frames(conn, abi_ctx, buf, &mut written)
+            if in_flight {
+                set.write_frames(conn, abi_ctx, buf, &mut written)
+            } else {
+                set.write_frames_not_in_flight(conn, abi_ctx, buf, &mut written)
+            }
         });
         for w in written {
             *self

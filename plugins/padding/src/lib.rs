@@ -1,7 +1,10 @@
 //! Privacy padding (Core QUIC paper, section VI-B).
 //!
 //! Pads every 1-RTT packet to the path MTU with PADDING and, after each such
-//! packet, halts sending for a random 0–10 ms; a plugin timer resumes it.
+//! packet, halts sending for a random 0–10 ms; a plugin timer resumes it. A
+//! packet the host already filled (no room left) is MTU-sized as it is, and
+//! is followed by a halt too, so the timing is hidden whatever the stack's
+//! packet filling.
 //! Needs no negotiation, so one side may load it alone. Plugin-control
 //! `0x80001(bool)` turns it on or off at run time.
 
@@ -28,6 +31,14 @@ struct Padding {
 }
 
 impl Padding {
+    /// Halt sending after the packet being built, for a random 0–10 ms.
+    fn halt(&mut self) -> Result<()> {
+        let delay = host::random_u64()? % (MAX_DELAY_NS + 1);
+        host::set(FieldId::SendingHalted, PluginVal::Bool(true))?;
+        self.halted = true;
+        host::set_timer(RESUME_TIMER, host::now().saturating_add(delay))
+    }
+
     fn resume(&mut self) -> Result<()> {
         self.halted = false;
         host::set(FieldId::SendingHalted, PluginVal::Bool(false))
@@ -59,7 +70,12 @@ impl Plugin for Padding {
             frame_type: PADDING,
             position: SendPosition::End,
             ack_eliciting: false,
-            in_flight: true,
+            // Padding follows the packet: a padded ACK-only packet elicits
+            // no acknowledgement, so counting it in flight would fill the
+            // congestion window with bytes the peer has no reason to
+            // acknowledge soon, and the host could then only send its ACKs
+            // unpadded (CQ-SEND-10). Packets with data are in flight anyway.
+            in_flight: false,
         })?;
         // No negotiation: everything runs from the start.
         host::enable();
@@ -67,7 +83,15 @@ impl Plugin for Padding {
     }
 
     fn should_send_frame(&mut self, _: Anchor, _: u64, ctx: SendContext) -> Result<bool> {
-        Ok(!self.disabled && ctx.packet_type == PacketType::OneRtt && ctx.room > 0)
+        if self.disabled || ctx.packet_type != PacketType::OneRtt {
+            return Ok(false);
+        }
+        if ctx.room == 0 {
+            // Already full-sized: nothing to pad, but the delay still applies.
+            self.halt()?;
+            return Ok(false);
+        }
+        Ok(true)
     }
 
     fn prepare_frame(&mut self, _: Anchor, _: u64, ctx: SendContext) -> Result<Option<ExtFrame>> {
@@ -87,10 +111,7 @@ impl Plugin for Padding {
     }
 
     fn on_frame_reserved(&mut self, _: Anchor, _: ExtFrame, _: SendContext) -> Result<()> {
-        let delay = host::random_u64()? % (MAX_DELAY_NS + 1);
-        host::set(FieldId::SendingHalted, PluginVal::Bool(true))?;
-        self.halted = true;
-        host::set_timer(RESUME_TIMER, host::now().saturating_add(delay))
+        self.halt()
     }
 
     fn on_plugin_timeout(&mut self, _: u64, _: u64) -> Result<()> {

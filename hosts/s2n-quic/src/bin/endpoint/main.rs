@@ -5,8 +5,8 @@
 
 use bytes::Bytes;
 use corequic_endpoint::{
-    ALPN, Args, ControlResult, EXIT_FAIL, EXIT_PASS, EXIT_UNSUPPORTED, LogLine, PAYLOAD_CHUNK,
-    Role, Stats, USAGE, parse_request, payload, payload_byte, render,
+    ALPN, Args, ControlResult, EXIT_FAIL, EXIT_PASS, EXIT_UNSUPPORTED, FLOW_CONTROL_WINDOW,
+    LogLine, PAYLOAD_CHUNK, Role, Stats, USAGE, parse_request, payload, payload_byte, render,
 };
 use corequic_runtime::{LogRecord, PluginStats, Runtime, RuntimeConfig};
 use corequic_s2n::{ConnectionReport, PluginFactory, plugin_control, with_plugins};
@@ -130,10 +130,19 @@ async fn run(args: Args) -> Result<bool, String> {
         .map_err(|_| format!("timed out after {deadline:?}"))?
 }
 
+/// The endpoint's limits: flow-control windows and the send buffer of
+/// [`FLOW_CONTROL_WINDOW`] (s2n-quic's defaults, a few MB, would cap a
+/// transfer over a long-RTT link whatever the congestion window).
 fn limits() -> Result<s2n_quic::provider::limits::Limits, String> {
-    s2n_quic::provider::limits::Limits::new()
+    let window = FLOW_CONTROL_WINDOW;
+    let limits = s2n_quic::provider::limits::Limits::new()
         .with_max_idle_timeout(Duration::from_secs(10))
-        .map_err(|e| e.to_string())
+        .and_then(|l| l.with_data_window(window))
+        .and_then(|l| l.with_bidirectional_local_data_window(window))
+        .and_then(|l| l.with_bidirectional_remote_data_window(window))
+        .and_then(|l| l.with_unidirectional_data_window(window))
+        .and_then(|l| l.with_max_send_buffer_size(window as u32));
+    limits.map_err(|e| e.to_string())
 }
 
 async fn server(args: &Args, setup: Setup) -> Result<bool, String> {
@@ -200,13 +209,11 @@ async fn server(args: &Args, setup: Setup) -> Result<bool, String> {
     let mut plugins: Vec<PluginStats> = Vec::new();
     if with_plugins_loaded {
         for _ in 0..handled {
-            match tokio::time::timeout(Duration::from_secs(5), reports.recv()).await {
-                Ok(Some(report)) => plugins.extend(report.stats),
-                _ => {
-                    eprintln!("s2n-endpoint: a connection's plugin report did not arrive");
-                    break;
-                }
-            }
+            let Some(report) = next_report(&mut reports).await else {
+                break;
+            };
+            plugins.extend(report.stats);
+            close = close.map(|c| with_plugin_reason(c, report.close));
         }
     }
     let stats = Stats {
@@ -226,6 +233,30 @@ async fn server(args: &Args, setup: Setup) -> Result<bool, String> {
     };
     stats.write(args.stats.as_ref())?;
     Ok(stats.ok)
+}
+
+/// The next connection's plugin report, or `None` (with a message) when it
+/// does not come within 5 s.
+async fn next_report(
+    reports: &mut mpsc::UnboundedReceiver<ConnectionReport>,
+) -> Option<ConnectionReport> {
+    match tokio::time::timeout(Duration::from_secs(5), reports.recv()).await {
+        Ok(Some(report)) => Some(report),
+        _ => {
+            eprintln!("s2n-endpoint: a connection's plugin report did not arrive");
+            None
+        }
+    }
+}
+
+/// s2n-quic sends and reports a close without its reason phrase; the reason
+/// of a close the plugins caused (plugin, routine, cause) comes from the
+/// adapter.
+fn with_plugin_reason(close: String, plugins: Option<(u64, String)>) -> String {
+    match plugins {
+        Some((code, reason)) => format!("{close} ({code:#x}: {reason})"),
+        None => close,
+    }
 }
 
 /// Whether a connection ended the normal way: the peer closed with
@@ -281,7 +312,7 @@ async fn run_controls(
     results
 }
 
-async fn client(args: &Args, setup: Setup) -> Result<bool, String> {
+async fn client(args: &Args, mut setup: Setup) -> Result<bool, String> {
     let tls = client_tls()?;
     let bind = if args.addr.is_ipv4() {
         "0.0.0.0:0"
@@ -317,7 +348,7 @@ async fn client(args: &Args, setup: Setup) -> Result<bool, String> {
     let duration = transfer_start.elapsed();
     // Let the scheduled controls finish (they are part of the test).
     let controls = scheduled.await.unwrap_or_default();
-    let plugins = with_plugins(&handle, |p, _| p.stats()).unwrap_or_default();
+    let live_plugins = with_plugins(&handle, |p, _| p.stats());
     let mut extra = Vec::new();
     if let Some((rtt, cwnd)) =
         with_plugins(&handle, |_, cx| (cx.smoothed_rtt, cx.congestion_window))
@@ -333,6 +364,23 @@ async fn client(args: &Args, setup: Setup) -> Result<bool, String> {
         }
     };
     conn.close(0u32.into());
+    // A connection that closed before the download ended is out of reach of
+    // the API: its plugins' counters (and the reason of a plugin failure)
+    // arrive when s2n-quic frees it, after the closing period.
+    let (plugins, close) = match live_plugins {
+        Some(stats) => (stats, close),
+        None if !args.plugins.is_empty() => {
+            drop((conn, handle));
+            match next_report(&mut setup.reports).await {
+                Some(report) => (
+                    report.stats,
+                    close.map(|c| with_plugin_reason(c, report.close)),
+                ),
+                None => (Vec::new(), close),
+            }
+        }
+        None => (Vec::new(), close),
+    };
     let stats = Stats {
         schema: 1,
         host: "s2n-quic".into(),

@@ -231,6 +231,23 @@ pub struct Relay {
     threads: Vec<JoinHandle<()>>,
 }
 
+/// The relay's socket buffers, bytes (the kernel caps them at
+/// `net.core.rmem_max` / `wmem_max`). An endpoint may send a whole window at
+/// once (quiche does not pace): with a default buffer (about 200 kB) the
+/// kernel would drop part of the burst before the relay reads it, a loss
+/// outside the emulated link that the trace would not show.
+const SOCKET_BUFFER: usize = 16 << 20;
+
+fn relay_socket(addr: SocketAddr) -> std::io::Result<UdpSocket> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    // Best effort: a smaller kernel limit is not an error.
+    let _ = socket.set_recv_buffer_size(SOCKET_BUFFER);
+    let _ = socket.set_send_buffer_size(SOCKET_BUFFER);
+    socket.bind(&addr.into())?;
+    Ok(socket.into())
+}
+
 /// How often the receiving threads look at the stop flag.
 const STOP_POLL: Duration = Duration::from_millis(20);
 
@@ -242,8 +259,8 @@ impl Relay {
         } else {
             "[::1]:0".parse().expect("literal")
         };
-        let front = UdpSocket::bind(loopback)?;
-        let back = UdpSocket::bind(loopback)?;
+        let front = relay_socket(loopback)?;
+        let back = relay_socket(loopback)?;
         back.connect(server)?;
         for s in [&front, &back] {
             s.set_read_timeout(Some(STOP_POLL))?;

@@ -39,6 +39,27 @@ pub const ALPN: &[u8] = b"hq-interop";
 /// needs twice that; 32 MiB leaves room above 4 × 3.125 MB.
 pub const FLOW_CONTROL_WINDOW: u64 = 32 << 20;
 
+/// The receive and send buffers every endpoint asks for on its UDP socket,
+/// bytes (the kernel caps them at `net.core.rmem_max` / `wmem_max`).
+///
+/// A default buffer (about 200 kB, some 90 full-size datagrams) overflows
+/// whenever the process is not scheduled for a few milliseconds while the
+/// link delivers 50 Mbit/s, or when a peer bursts a whole window: datagrams
+/// the kernel drops there are losses outside the emulated link, which the
+/// link trace does not show.
+pub const SOCKET_BUFFER: usize = 8 << 20;
+
+/// A UDP socket bound to `addr` with buffers of [`SOCKET_BUFFER`] (best
+/// effort: a smaller kernel limit is not an error).
+pub fn bind_udp(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    let _ = socket.set_recv_buffer_size(SOCKET_BUFFER);
+    let _ = socket.set_send_buffer_size(SOCKET_BUFFER);
+    socket.bind(&addr.into())?;
+    Ok(socket.into())
+}
+
 /// Test cases of the interop matrix; any other name exits with 127.
 pub const TESTS: &[&str] = &[
     "transfer",

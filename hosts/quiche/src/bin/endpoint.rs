@@ -5,7 +5,7 @@
 
 use corequic_endpoint::{
     Args, ControlArg, ControlResult, EXIT_FAIL, EXIT_PASS, EXIT_UNSUPPORTED, LogLine, Role, Stats,
-    USAGE, render,
+    USAGE, bind_udp, render,
 };
 use corequic_quiche::driver::{self, App, Command, HqClient, HqServer};
 use corequic_quiche::{PluginFactory, plugin_control, with_plugins};
@@ -227,6 +227,13 @@ fn plugin_stats(conn: &mut quiche::Connection) -> Vec<PluginStats> {
     with_plugins(conn, |p, _| p.stats()).unwrap_or_default()
 }
 
+/// A tokio UDP socket with the endpoint contract's buffer sizes.
+fn tokio_socket(addr: std::net::SocketAddr) -> std::io::Result<UdpSocket> {
+    let socket = bind_udp(addr)?;
+    socket.set_nonblocking(true)?;
+    UdpSocket::from_std(socket)
+}
+
 async fn run(args: Args) -> Result<bool, String> {
     let logs: Logs = Arc::default();
     match args.role {
@@ -239,9 +246,7 @@ async fn server(args: &Args, logs: Logs) -> Result<bool, String> {
     let started = Instant::now();
     let mut config = driver::server_config()?;
     configure(args, &mut config, &logs)?;
-    let socket = UdpSocket::bind(args.addr)
-        .await
-        .map_err(|e| format!("bind {}: {e}", args.addr))?;
+    let socket = tokio_socket(args.addr).map_err(|e| format!("bind {}: {e}", args.addr))?;
     let local = socket.local_addr().map_err(|e| e.to_string())?;
     eprintln!("quiche-endpoint: listening on {local}");
 
@@ -312,7 +317,8 @@ async fn client(args: &Args, logs: Logs) -> Result<bool, String> {
     } else {
         "[::]:0"
     };
-    let socket = UdpSocket::bind(bind).await.map_err(|e| e.to_string())?;
+    let bind: std::net::SocketAddr = bind.parse().map_err(|_| "bind address")?;
+    let socket = tokio_socket(bind).map_err(|e| e.to_string())?;
     let local = socket.local_addr().map_err(|e| e.to_string())?;
     let started = Instant::now();
     let scid = driver::new_cid();

@@ -5,7 +5,8 @@
 
 use corequic_endpoint::{
     ALPN, Args, ControlResult, EXIT_FAIL, EXIT_PASS, EXIT_UNSUPPORTED, FLOW_CONTROL_WINDOW,
-    LogLine, PAYLOAD_CHUNK, Role, Stats, USAGE, parse_request, payload, payload_byte, render,
+    LogLine, PAYLOAD_CHUNK, Role, Stats, USAGE, bind_udp, parse_request, payload, payload_byte,
+    render,
 };
 use corequic_quinn::{PluginFactory, plugin_control, with_plugins};
 use corequic_runtime::{LogRecord, Runtime, RuntimeConfig};
@@ -147,8 +148,14 @@ async fn server(
         quinn::crypto::rustls::QuicServerConfig::try_from(tls).map_err(|e| e.to_string())?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     config.transport_config(transport);
-    let endpoint = quinn::Endpoint::server(config, args.addr)
-        .map_err(|e| format!("bind {}: {e}", args.addr))?;
+    let socket = bind_udp(args.addr).map_err(|e| format!("bind {}: {e}", args.addr))?;
+    let endpoint = quinn::Endpoint::new(
+        quinn::EndpointConfig::default(),
+        Some(config),
+        socket,
+        Arc::new(quinn::TokioRuntime),
+    )
+    .map_err(|e| format!("bind {}: {e}", args.addr))?;
     eprintln!("quinn-endpoint: listening on {}", args.addr);
 
     let mut served = 0u64;
@@ -270,8 +277,14 @@ async fn client(
     } else {
         "[::]:0"
     };
-    let mut endpoint = quinn::Endpoint::client(bind.parse().map_err(|_| "bind address")?)
-        .map_err(|e| e.to_string())?;
+    let socket = bind_udp(bind.parse().map_err(|_| "bind address")?).map_err(|e| e.to_string())?;
+    let mut endpoint = quinn::Endpoint::new(
+        quinn::EndpointConfig::default(),
+        None,
+        socket,
+        Arc::new(quinn::TokioRuntime),
+    )
+    .map_err(|e| e.to_string())?;
     endpoint.set_default_client_config(config);
 
     let started = Instant::now();
@@ -331,30 +344,84 @@ async fn client(
 }
 
 /// GET `n` bytes and check every one.
+///
+/// Chunks are read as they arrive, in any order (quinn's unordered reads),
+/// and checked at their offsets. An ordered reader leaves everything after
+/// the first hole in quinn's reassembly buffer, and quinn fails the
+/// connection ("too many gaps in stream buffer") when more than 1024
+/// separate spans are waiting there: with a window of FLOW_CONTROL_WINDOW
+/// and a slow start overshooting the bottleneck queue (which then drops
+/// every other datagram), that happens at the paper's BDP link.
 async fn download(conn: &quinn::Connection, n: u64) -> Result<u64, String> {
     let (mut send, mut recv) = conn.open_bi().await.map_err(|e| e.to_string())?;
     send.write_all(format!("GET /{n}\r\n").as_bytes())
         .await
         .map_err(|e| e.to_string())?;
     send.finish().map_err(|e| e.to_string())?;
-    let mut got = 0u64;
-    let mut buf = vec![0u8; PAYLOAD_CHUNK];
-    while let Some(len) = recv.read(&mut buf).await.map_err(|e| e.to_string())? {
-        if buf[..len] != *payload(got, len) {
-            let i = (0..len)
-                .find(|&i| buf[i] != payload_byte(got + i as u64))
-                .unwrap_or(0);
-            return Err(format!("byte {} differs", got + i as u64));
+    let mut received = Coverage::default();
+    while let Some(chunk) = recv
+        .read_chunk(PAYLOAD_CHUNK, false)
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        let (offset, bytes) = (chunk.offset, chunk.bytes);
+        if bytes.is_empty() {
+            continue;
         }
-        got += len as u64;
-        if got > n {
+        let end = offset + bytes.len() as u64;
+        if end > n {
             return Err(format!("more than {n} bytes"));
         }
+        if bytes[..] != *payload(offset, bytes.len()) {
+            let i = (0..bytes.len())
+                .find(|&i| bytes[i] != payload_byte(offset + i as u64))
+                .unwrap_or(0);
+            return Err(format!("byte {} differs", offset + i as u64));
+        }
+        received.insert(offset, end)?;
     }
-    if got != n {
-        return Err(format!("{got} of {n} bytes"));
+    match received.contiguous() {
+        Some(got) if got == n => Ok(got),
+        Some(got) => Err(format!("{got} of {n} bytes")),
+        None => Err(format!("holes in the {n} bytes")),
     }
-    Ok(got)
+}
+
+/// The byte ranges received so far, merged.
+#[derive(Default)]
+struct Coverage(std::collections::BTreeMap<u64, u64>);
+
+impl Coverage {
+    /// Add `start..end`; bytes received twice are an error.
+    fn insert(&mut self, mut start: u64, mut end: u64) -> Result<(), String> {
+        if let Some((&s, &e)) = self.0.range(..end).next_back()
+            && e > start
+        {
+            return Err(format!("bytes {start}..{end} overlap {s}..{e}"));
+        }
+        // Merge with the ranges ending at `start` and starting at `end`.
+        if let Some((&s, &e)) = self.0.range(..start).next_back()
+            && e == start
+        {
+            self.0.remove(&s);
+            start = s;
+        }
+        if let Some(e) = self.0.remove(&end) {
+            end = e;
+        }
+        self.0.insert(start, end);
+        Ok(())
+    }
+
+    /// The byte count, if the ranges are exactly `0..count`.
+    fn contiguous(&self) -> Option<u64> {
+        let mut ranges = self.0.iter();
+        match (ranges.next(), ranges.next()) {
+            (None, _) => Some(0),
+            (Some((&0, &end)), None) => Some(end),
+            _ => None,
+        }
+    }
 }
 
 /// Interop endpoints use throwaway self-signed certificates, as the QUIC
@@ -394,5 +461,32 @@ impl ServerCertVerifier for AcceptAnyCert {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.0.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Coverage;
+
+    #[test]
+    fn coverage_merges_ranges_received_in_any_order() {
+        let mut c = Coverage::default();
+        for (start, end) in [(20, 30), (0, 10), (40, 50), (10, 20), (30, 40)] {
+            c.insert(start, end).expect("no overlap");
+        }
+        assert_eq!(c.contiguous(), Some(50));
+    }
+
+    #[test]
+    fn coverage_reports_holes_and_overlaps() {
+        let mut c = Coverage::default();
+        c.insert(0, 10).expect("first range");
+        c.insert(20, 30).expect("after a hole");
+        assert_eq!(c.contiguous(), None);
+        assert!(c.insert(5, 15).is_err());
+        assert!(c.insert(15, 25).is_err());
+        assert!(c.insert(25, 26).is_err());
+        c.insert(10, 20).expect("fills the hole");
+        assert_eq!(c.contiguous(), Some(30));
     }
 }

@@ -554,7 +554,11 @@ impl Extension for QuinnPlugins {
         frames: &mut Vec<ExtensionFrame>,
     ) {
         let mut room = ctx.room;
-        if ctx.position == SendPosition::First {
+        // A packet that goes out only because it is not in flight (an
+        // ACK-only packet under a full congestion window) takes no
+        // PATH_CHALLENGE and only the registrations that are not in flight
+        // (CQ-SEND-10).
+        if ctx.position == SendPosition::First && ctx.in_flight {
             // PATH_CHALLENGEs queued through `send-frame` (CQ-API-14).
             while room >= 9 {
                 let Some(data) = self.state.challenges.pop() else {
@@ -574,8 +578,9 @@ impl Extension for QuinnPlugins {
         let mut abi_ctx = self.abi_send_context(cx, ctx);
         abi_ctx.room = room as u64;
         let mut written = Vec::new();
-        self.with(Some(cx), |set, conn| {
-            set.write_frames(conn, abi_ctx, buf, &mut written)
+        self.with(Some(cx), |set, conn| match ctx.in_flight {
+            true => set.write_frames(conn, abi_ctx, buf, &mut written),
+            false => set.write_frames_not_in_flight(conn, abi_ctx, buf, &mut written),
         });
         for w in written {
             *self

@@ -631,7 +631,8 @@ impl PluginSet {
     /// [`Self::write_frames`] for a packet that congestion control lets out
     /// only because it is not in flight, e.g. an ACK-only packet while the
     /// congestion window is full: only registrations with `in-flight` =
-    /// false are offered (CQ-SEND-10).
+    /// false and `ack-eliciting` = false are offered, since either flag puts
+    /// the packet in flight (CQ-SEND-5, CQ-SEND-10).
     pub fn write_frames_not_in_flight(
         &mut self,
         conn: &mut dyn HostConnection,
@@ -654,7 +655,7 @@ impl PluginSet {
         regs.clear();
         regs.extend(
             self.registrations(ctx.position)
-                .filter(|r| in_flight_allowed || !r.in_flight),
+                .filter(|r| in_flight_allowed || !(r.in_flight || r.ack_eliciting)),
         );
         let start = out.len();
         for &reg in &regs {

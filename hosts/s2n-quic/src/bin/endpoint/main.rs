@@ -6,11 +6,13 @@
 use bytes::Bytes;
 use corequic_endpoint::{
     ALPN, Args, ControlResult, EXIT_FAIL, EXIT_PASS, EXIT_UNSUPPORTED, FLOW_CONTROL_WINDOW,
-    LogLine, PAYLOAD_CHUNK, Role, Stats, USAGE, parse_request, payload, payload_byte, render,
+    LogLine, PAYLOAD_CHUNK, Role, SOCKET_BUFFER, Stats, USAGE, parse_request, payload,
+    payload_byte, render,
 };
 use corequic_runtime::{LogRecord, PluginStats, Runtime, RuntimeConfig};
 use corequic_s2n::{ConnectionReport, PluginFactory, plugin_control, with_plugins};
 use s2n_quic::provider::extension::{Extension, ExtensionFactory, ExtensionInfo};
+use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -130,6 +132,21 @@ async fn run(args: Args) -> Result<bool, String> {
         .map_err(|_| format!("timed out after {deadline:?}"))?
 }
 
+/// The endpoint's UDP socket: bound to `addr`, with socket buffers of
+/// [`SOCKET_BUFFER`] like every endpoint's, and 1200-byte UDP payloads
+/// (an MTU of 1228, no path MTU probing), the datagram size the interop
+/// runner's link carries.
+fn io(addr: SocketAddr) -> Result<s2n_quic::provider::io::tokio::Provider, String> {
+    let buffer = SOCKET_BUFFER;
+    s2n_quic::provider::io::tokio::Builder::default()
+        .with_receive_address(addr)
+        .and_then(|b| b.with_recv_buffer_size(buffer))
+        .and_then(|b| b.with_send_buffer_size(buffer))
+        .and_then(|b| b.with_max_mtu(1228))
+        .and_then(|b| b.build())
+        .map_err(|e| format!("bind {addr}: {e}"))
+}
+
 /// The endpoint's limits: flow-control windows and the send buffer of
 /// [`FLOW_CONTROL_WINDOW`] (s2n-quic's defaults, a few MB, would cap a
 /// transfer over a long-RTT link whatever the congestion window).
@@ -159,7 +176,7 @@ async fn server(args: &Args, setup: Setup) -> Result<bool, String> {
     let mut server = s2n_quic::Server::builder()
         .with_tls(tls)
         .map_err(|e| e.to_string())?
-        .with_io(args.addr)
+        .with_io(io(args.addr)?)
         .map_err(|e| e.to_string())?
         .with_limits(limits()?)
         .map_err(|e| e.to_string())?
@@ -314,15 +331,15 @@ async fn run_controls(
 
 async fn client(args: &Args, mut setup: Setup) -> Result<bool, String> {
     let tls = client_tls()?;
-    let bind = if args.addr.is_ipv4() {
-        "0.0.0.0:0"
+    let bind: SocketAddr = if args.addr.is_ipv4() {
+        (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
     } else {
-        "[::]:0"
+        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
     };
     let mut client = s2n_quic::Client::builder()
         .with_tls(tls)
         .map_err(|e| e.to_string())?
-        .with_io(bind)
+        .with_io(io(bind)?)
         .map_err(|e| e.to_string())?
         .with_limits(limits()?)
         .map_err(|e| e.to_string())?

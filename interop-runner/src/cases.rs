@@ -155,18 +155,23 @@ pub fn plan(test: &str, matrix: Matrix) -> Vec<RunSpec> {
             runs
         }
         "padding-one-sided" => vec![run("padded-client", &short, size / 5, none(), padded())],
-        "probe" => vec![run(
-            "probe",
-            &short,
-            size / 5,
-            none(),
-            SideSpec::with(&["probe"])
-                .control(format!("50:{PROBE_SEND}"))
-                .control(format!(
-                    "{}:{PROBE_LATENCY}",
-                    50 + 10 * short.rtt().as_millis()
-                )),
-        )],
+        "probe" => {
+            // The application probes during the download and once more after
+            // it: a PATH_RESPONSE is never retransmitted, and a bottleneck
+            // queue that overflows during the download may drop it.
+            let rtt = short.rtt().as_millis();
+            let again = 50 + 10 * rtt + 200;
+            vec![run(
+                "probe",
+                &short,
+                size / 5,
+                none(),
+                SideSpec::with(&["probe"])
+                    .control(format!("50:{PROBE_SEND}"))
+                    .control(format!("{again}:{PROBE_SEND}"))
+                    .control(format!("{}:{PROBE_LATENCY}", again + 10 * rtt + 100)),
+            )]
+        }
         "bdp" => {
             let (bdp_size, bdp_reps) = match matrix {
                 Matrix::Reduced => (1_000_000, 1),

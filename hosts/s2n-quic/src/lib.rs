@@ -148,6 +148,7 @@ impl ExtensionFactory for PluginFactory {
             frames_acked: BTreeMap::new(),
             frames_lost: BTreeMap::new(),
             close: None,
+            last_hook: None,
         };
         let mut set = match self.runtime.connection(&self.plugins) {
             Ok(set) => set,
@@ -191,6 +192,8 @@ struct AdapterState {
     frames_lost: BTreeMap<u64, u64>,
     /// The close the plugins asked for: error code and reason.
     close: Option<(u64, String)>,
+    /// The connection time of the last hook, and the moment it ran.
+    last_hook: Option<(Timestamp, std::time::Instant)>,
 }
 
 impl AdapterState {
@@ -467,6 +470,7 @@ impl S2nPlugins {
         cx: &mut ExtensionContext,
         f: impl FnOnce(&mut PluginSet, &mut S2nConn<'_>) -> R,
     ) -> R {
+        self.state.last_hook = Some((cx.now, std::time::Instant::now()));
         let mut conn = S2nConn {
             cx: Some(cx),
             st: &mut self.state,
@@ -503,6 +507,16 @@ impl S2nPlugins {
         id: u64,
         args: &[PluginVal],
     ) -> Result<Vec<PluginVal>, RoutineError> {
+        // s2n-quic's API calls carry no time: `cx.now` is the time of the
+        // connection's last event, which on an idle connection is long past.
+        // Advance it by the time elapsed since that hook ran, so the plugin
+        // sees the current time (a probe is timed from this call).
+        if let Some((at, instant)) = self.state.last_hook {
+            let now = at + instant.elapsed();
+            if now > cx.now {
+                cx.now = now;
+            }
+        }
         self.with(cx, |set, conn| set.plugin_control(conn, id, args))
     }
 

@@ -7,6 +7,8 @@
 
 #[cfg(feature = "testing")]
 pub mod testing;
+#[cfg(feature = "rustls")]
+pub mod tls;
 
 use corequic_runtime::abi::PluginVal;
 use corequic_runtime::{Grants, LogRecord, PluginStats};

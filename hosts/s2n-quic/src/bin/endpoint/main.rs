@@ -425,16 +425,8 @@ async fn client(args: &Args, mut setup: Setup) -> Result<bool, String> {
 fn client_tls() -> Result<s2n_quic::provider::tls::rustls::Client, String> {
     use s2n_quic::provider::tls::rustls::rustls;
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_protocol_versions(&[&rustls::version::TLS13])
-        .map_err(|e| e.to_string())?
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(verifier::AcceptAnyCert(
-            provider.signature_verification_algorithms,
-        )))
-        .with_no_client_auth();
+    let mut config = corequic_endpoint::tls::client_config(provider)?;
     config.max_fragment_size = None;
-    config.alpn_protocols = vec![ALPN.to_vec()];
     Ok(s2n_quic::provider::tls::rustls::Client::from(config))
 }
 
@@ -473,52 +465,4 @@ async fn download(conn: &mut s2n_quic::Connection, n: u64) -> Result<u64, String
         return Err(format!("{got} of {n} bytes"));
     }
     Ok(got)
-}
-
-#[allow(deprecated)]
-mod verifier {
-    use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-    use rustls::crypto::WebPkiSupportedAlgorithms;
-    use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-    use rustls::{DigitallySignedStruct, SignatureScheme};
-    use s2n_quic::provider::tls::rustls::rustls;
-
-    /// Accepts any certificate; verifies handshake signatures.
-    #[derive(Debug)]
-    pub struct AcceptAnyCert(pub WebPkiSupportedAlgorithms);
-
-    impl ServerCertVerifier for AcceptAnyCert {
-        fn verify_server_cert(
-            &self,
-            _: &CertificateDer<'_>,
-            _: &[CertificateDer<'_>],
-            _: &ServerName<'_>,
-            _: &[u8],
-            _: UnixTime,
-        ) -> Result<ServerCertVerified, rustls::Error> {
-            Ok(ServerCertVerified::assertion())
-        }
-
-        fn verify_tls12_signature(
-            &self,
-            message: &[u8],
-            cert: &CertificateDer<'_>,
-            dss: &DigitallySignedStruct,
-        ) -> Result<HandshakeSignatureValid, rustls::Error> {
-            rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0)
-        }
-
-        fn verify_tls13_signature(
-            &self,
-            message: &[u8],
-            cert: &CertificateDer<'_>,
-            dss: &DigitallySignedStruct,
-        ) -> Result<HandshakeSignatureValid, rustls::Error> {
-            rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0)
-        }
-
-        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-            self.0.supported_schemes()
-        }
-    }
 }

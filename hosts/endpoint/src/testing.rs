@@ -222,3 +222,47 @@ pub fn run(client: &Side, server: &Side, test: &str, size: u64) -> Run {
     let _ = std::fs::remove_dir_all(&dir);
     run
 }
+
+/// ENDPOINT.md's exit codes, checked on any endpoint binary: an unknown
+/// test exits 127 (the runner's "unsupported").
+pub fn assert_unknown_test_exits_127(binary: &str) {
+    let status = Command::new(binary)
+        .args(["--role", "client", "--addr", "127.0.0.1:9"])
+        .args(["--test", "no-such-test"])
+        .status()
+        .expect("run endpoint");
+    assert_eq!(status.code(), Some(127), "{binary}");
+}
+
+/// Bad arguments exit 1 with a message naming the problem.
+pub fn assert_bad_arguments_exit_1(binary: &str) {
+    let out = Command::new(binary)
+        .args(["--role", "sideways"])
+        .output()
+        .expect("run endpoint");
+    assert_eq!(out.status.code(), Some(1), "{binary}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("unknown role"),
+        "{binary}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A plugin that fails to load (missing file, ABI mismatch, ...) exits 1
+/// with a message, before any connection.
+pub fn assert_failed_plugin_load_exits_1(binary: &str, role: &str, plugin: &str) {
+    let out = Command::new(binary)
+        .args([
+            "--role",
+            role,
+            "--addr",
+            "127.0.0.1:9",
+            "--test",
+            "transfer",
+        ])
+        .args(["--plugin", plugin])
+        .output()
+        .expect("run endpoint");
+    assert_eq!(out.status.code(), Some(1), "{binary}");
+    assert!(!out.stderr.is_empty(), "{binary}: an error message");
+}

@@ -9,6 +9,10 @@
 
 mod common;
 
+use corequic_endpoint::testing::{
+    assert_bad_arguments_exit_1, assert_failed_plugin_load_exits_1, assert_unknown_test_exits_127,
+    free_port,
+};
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, UdpSocket};
 use std::path::PathBuf;
@@ -35,11 +39,6 @@ fn peer_binary(binary: &str, package: &str) -> String {
 
 fn plugin(name: &str) -> String {
     common::plugin_path(name).display().to_string()
-}
-
-fn free_port() -> u16 {
-    let socket = UdpSocket::bind("127.0.0.1:0").expect("bind");
-    socket.local_addr().expect("address").port()
 }
 
 /// One datagram seen by the relay.
@@ -197,46 +196,17 @@ fn assert_download(run: &Run, size: u64) {
 
 #[test]
 fn an_unknown_test_exits_127() {
-    let status = Command::new(QUICHE)
-        .args([
-            "--role",
-            "client",
-            "--addr",
-            "127.0.0.1:9",
-            "--test",
-            "no-such-test",
-        ])
-        .status()
-        .expect("run endpoint");
-    assert_eq!(status.code(), Some(127));
+    assert_unknown_test_exits_127(QUICHE);
 }
 
 #[test]
 fn bad_arguments_exit_1_with_a_message() {
-    let out = Command::new(QUICHE)
-        .args(["--role", "sideways"])
-        .output()
-        .expect("run");
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown role"));
+    assert_bad_arguments_exit_1(QUICHE);
 }
 
 #[test]
 fn a_plugin_that_fails_to_load_exits_1() {
-    let out = Command::new(QUICHE)
-        .args([
-            "--role",
-            "client",
-            "--addr",
-            "127.0.0.1:9",
-            "--test",
-            "transfer",
-        ])
-        .args(["--plugin", &plugin("test-abi-mismatch")])
-        .output()
-        .expect("run");
-    assert_eq!(out.status.code(), Some(1));
-    assert!(!out.stderr.is_empty());
+    assert_failed_plugin_load_exits_1(QUICHE, "client", &plugin("test-abi-mismatch"));
 }
 
 #[test]

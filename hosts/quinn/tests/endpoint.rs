@@ -3,6 +3,9 @@
 
 mod common;
 
+use corequic_endpoint::testing::{
+    assert_bad_arguments_exit_1, assert_unknown_test_exits_127, free_port,
+};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
@@ -12,35 +15,14 @@ fn plugin(name: &str) -> String {
     common::plugin_path(name).display().to_string()
 }
 
-fn free_port() -> u16 {
-    let socket = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
-    socket.local_addr().expect("address").port()
-}
-
 #[test]
 fn an_unknown_test_exits_127() {
-    let status = Command::new(ENDPOINT)
-        .args([
-            "--role",
-            "client",
-            "--addr",
-            "127.0.0.1:9",
-            "--test",
-            "no-such-test",
-        ])
-        .status()
-        .expect("run endpoint");
-    assert_eq!(status.code(), Some(127));
+    assert_unknown_test_exits_127(ENDPOINT);
 }
 
 #[test]
 fn bad_arguments_exit_1_with_a_message() {
-    let out = Command::new(ENDPOINT)
-        .args(["--role", "sideways"])
-        .output()
-        .expect("run");
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown role"));
+    assert_bad_arguments_exit_1(ENDPOINT);
 }
 
 #[test]

@@ -6,9 +6,11 @@
 //! The other hosts' endpoints are found next to `s2n-endpoint` in the target
 //! folder (`make test` builds every host).
 
-use corequic_endpoint::testing::{Run, Side, plugin_path, run, sibling_binary};
+use corequic_endpoint::testing::{
+    Run, Side, assert_bad_arguments_exit_1, assert_failed_plugin_load_exits_1,
+    assert_unknown_test_exits_127, plugin_path, run, sibling_binary,
+};
 use std::path::Path;
-use std::process::Command;
 
 const S2N: &str = env!("CARGO_BIN_EXE_s2n-endpoint");
 
@@ -39,46 +41,17 @@ fn pairs() -> Vec<(String, String, String)> {
 
 #[test]
 fn an_unknown_test_exits_127() {
-    let status = Command::new(S2N)
-        .args([
-            "--role",
-            "client",
-            "--addr",
-            "127.0.0.1:9",
-            "--test",
-            "no-such-test",
-        ])
-        .status()
-        .expect("run");
-    assert_eq!(status.code(), Some(127));
+    assert_unknown_test_exits_127(S2N);
 }
 
 #[test]
 fn bad_arguments_exit_1_with_a_message() {
-    let out = Command::new(S2N)
-        .args(["--role", "sideways"])
-        .output()
-        .expect("run");
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("role"));
+    assert_bad_arguments_exit_1(S2N);
 }
 
 #[test]
 fn a_plugin_that_fails_to_load_exits_1() {
-    let out = Command::new(S2N)
-        .args([
-            "--role",
-            "server",
-            "--addr",
-            "127.0.0.1:0",
-            "--test",
-            "transfer",
-        ])
-        .args(["--plugin", "/nonexistent/plugin.wasm"])
-        .output()
-        .expect("run");
-    assert_eq!(out.status.code(), Some(1));
-    assert!(!out.stderr.is_empty(), "an error message");
+    assert_failed_plugin_load_exits_1(S2N, "server", "/nonexistent/plugin.wasm");
 }
 
 #[test]

@@ -146,8 +146,12 @@ impl Run {
 
     /// Both sides exited 0 and the download was byte-exact.
     pub fn assert_download(&self, size: u64) {
-        assert_eq!(self.client_exit, Some(0), "client: {}", self.client);
-        assert_eq!(self.server_exit, Some(0), "server: {}", self.server);
+        // Either side's failure is usually explained by the other side's
+        // stats (a plugin fault closes the peer's connection), so both go
+        // into every message.
+        let both = format!("client: {}\nserver: {}", self.client, self.server);
+        assert_eq!(self.client_exit, Some(0), "{both}");
+        assert_eq!(self.server_exit, Some(0), "{both}");
         assert_eq!(self.client["ok"], true, "{}", self.client);
         assert_eq!(self.client["bytes"], size, "byte-exact download");
         assert_eq!(self.server["bytes"], size, "{}", self.server);

@@ -5,6 +5,15 @@
 //! it. On a loaded machine a thread can be off the CPU for longer than the
 //! whole deadline, and a wall-clock budget would then fault a plugin that
 //! did almost nothing.
+//!
+//! The thread's CPU clock is not only the plugin's work either: the kernel
+//! charges the running thread for interrupts it serves and, in a virtual
+//! machine, for time the hypervisor took the CPU away (gaps of several
+//! milliseconds between two consecutive reads are measurable on a busy
+//! 2-core VM). A call is therefore interrupted only once it has kept running
+//! for half a tick of CPU time after a check found it past its budget: a
+//! trivial call that was charged a burst it did not use has returned long
+//! before that second check, a looping one has not.
 
 use std::time::Duration;
 use wasmtime::{Store, UpdateDeadline};
@@ -43,25 +52,74 @@ fn fallback_clock() -> Duration {
 }
 
 /// Install the deadline check on a plugin's store: past the call's epoch
-/// ticks, it interrupts the call if the thread has spent the whole budget on
-/// the CPU since the call started, and otherwise looks again one tick later.
+/// ticks, it interrupts the call once the thread has spent the whole budget
+/// on the CPU since the call started and then half a tick more since an
+/// earlier check saw that (see the module docs); otherwise it looks again
+/// one tick later.
 pub(crate) fn install(store: &mut Store<PluginState>, ticks: u64) {
-    store.data_mut().call_started = thread_cpu_time();
-    store.set_epoch_deadline(ticks);
-    store.epoch_deadline_callback(|state| {
-        let data = state.data();
-        let used = thread_cpu_time().saturating_sub(data.call_started);
-        Ok(if used >= data.call_deadline {
-            UpdateDeadline::Interrupt
-        } else {
-            UpdateDeadline::Continue(1)
-        })
+    start_call(store, ticks);
+    store.epoch_deadline_callback(|mut state| {
+        let now = thread_cpu_time();
+        let data = state.data_mut();
+        Ok(
+            match check(
+                data.call_started,
+                data.over_deadline_at,
+                now,
+                data.call_deadline,
+                data.call_tick,
+            ) {
+                Check::Within => UpdateDeadline::Continue(1),
+                Check::Over => {
+                    data.over_deadline_at = Some(now);
+                    UpdateDeadline::Continue(1)
+                }
+                Check::Interrupt => {
+                    data.interrupted_after = Some(now.saturating_sub(data.call_started));
+                    UpdateDeadline::Interrupt
+                }
+            },
+        )
     });
+}
+
+/// What one deadline check decides.
+#[derive(Debug, PartialEq, Eq)]
+enum Check {
+    /// The call is within its budget.
+    Within,
+    /// The call is past its budget for the first time; confirm at a later
+    /// check that it keeps running.
+    Over,
+    /// The call is past its budget and kept running: interrupt it.
+    Interrupt,
+}
+
+/// Decide one check from CPU times of the calling thread: when the call
+/// started, when a check first found it over budget, and now.
+fn check(
+    started: Duration,
+    over_at: Option<Duration>,
+    now: Duration,
+    deadline: Duration,
+    tick: Duration,
+) -> Check {
+    if now.saturating_sub(started) < deadline {
+        return Check::Within;
+    }
+    match over_at {
+        Some(at) if now.saturating_sub(at) >= tick / 2 => Check::Interrupt,
+        Some(_) => Check::Within,
+        None => Check::Over,
+    }
 }
 
 /// Start the clock of a new call on a store set up by [`install`].
 pub(crate) fn start_call(store: &mut Store<PluginState>, ticks: u64) {
-    store.data_mut().call_started = thread_cpu_time();
+    let data = store.data_mut();
+    data.call_started = thread_cpu_time();
+    data.over_deadline_at = None;
+    data.interrupted_after = None;
     store.set_epoch_deadline(ticks);
 }
 
@@ -82,5 +140,43 @@ mod tests {
         assert!(x > 0);
         // Sleeping is (almost) free; the busy loop was charged.
         assert!(slept < Duration::from_millis(20), "slept {slept:?}");
+    }
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn a_call_within_its_budget_is_never_interrupted() {
+        assert_eq!(check(MS, None, 10 * MS, 10 * MS, MS), Check::Within);
+        assert_eq!(check(MS, None, 5 * MS, 10 * MS, MS), Check::Within);
+    }
+
+    #[test]
+    fn a_burst_charged_to_a_call_is_confirmed_before_interrupting() {
+        // First seen past the budget: not yet interrupted.
+        assert_eq!(
+            check(Duration::ZERO, None, 12 * MS, 10 * MS, MS),
+            Check::Over
+        );
+        // A later check with less than half a tick of progress since.
+        let at = Some(12 * MS);
+        let little = 12 * MS + MS / 4;
+        assert_eq!(
+            check(Duration::ZERO, at, little, 10 * MS, MS),
+            Check::Within
+        );
+        // Still running half a tick later: interrupted.
+        assert_eq!(
+            check(Duration::ZERO, at, 12 * MS + MS / 2, 10 * MS, MS),
+            Check::Interrupt
+        );
+    }
+
+    #[test]
+    fn a_looping_call_is_interrupted_within_the_deadline_plus_a_tick() {
+        // Checks one tick apart, from the deadline on (CQ-LIMIT-2).
+        let first = check(Duration::ZERO, None, 10 * MS, 10 * MS, MS);
+        assert_eq!(first, Check::Over);
+        let second = check(Duration::ZERO, Some(10 * MS), 11 * MS, 10 * MS, MS);
+        assert_eq!(second, Check::Interrupt);
     }
 }

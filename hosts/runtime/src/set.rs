@@ -242,7 +242,10 @@ impl PluginSet {
                     routine,
                     anchor,
                     kind: classify(&trap),
-                    message: format!("{trap:#}"),
+                    message: match live.store.data().interrupted_after {
+                        Some(used) => format!("{trap:#} after {used:.1?} of CPU time"),
+                        None => format!("{trap:#}"),
+                    },
                 };
                 // A plugin that defines protocol behaviour cannot vanish
                 // mid-connection unnoticed (CQ-LIMIT-8); a failed `init`

@@ -57,6 +57,13 @@ pub(crate) struct PluginState {
     pub(crate) call_started: std::time::Duration,
     /// CPU budget of one call.
     pub(crate) call_deadline: std::time::Duration,
+    /// The thread's CPU time when a check first found the current call past
+    /// its budget (see `deadline`).
+    pub(crate) over_deadline_at: Option<std::time::Duration>,
+    /// CPU time the call had used when it was interrupted.
+    pub(crate) interrupted_after: Option<std::time::Duration>,
+    /// Period of the deadline check.
+    pub(crate) call_tick: std::time::Duration,
 }
 
 impl PluginState {
@@ -84,6 +91,9 @@ impl PluginState {
             denied: 0,
             call_started: std::time::Duration::ZERO,
             call_deadline: config.call_deadline,
+            over_deadline_at: None,
+            interrupted_after: None,
+            call_tick: config.epoch_tick,
         }
     }
 

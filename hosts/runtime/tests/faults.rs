@@ -215,6 +215,19 @@ fn an_infinite_loop_hits_the_deadline_and_only_that_plugin_goes() {
         .plugins
         .plugin_control(&mut p.client.conn, LOOP_FOREVER, &[]);
     assert_eq!(fault_kind(&r), Some(FaultKind::Deadline), "{r:?}");
+    // The fault says how much CPU time the call had used: at least the
+    // 10 ms deadline.
+    let Err(RoutineError::Fault(fault)) = &r else {
+        unreachable!("checked above")
+    };
+    let used = fault
+        .message
+        .split(" after ")
+        .nth(1)
+        .and_then(|rest| rest.strip_suffix("ms of CPU time"))
+        .and_then(|ms| ms.parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("CPU time in {:?}", fault.message));
+    assert!(used >= 10.0, "{}", fault.message);
     // The plugin is gone from this connection; the other one still answers.
     let again = p
         .client

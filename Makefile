@@ -52,7 +52,7 @@ patches:
 
 ## test-upstream: the patched stacks' own test suites (no plugins loaded).
 test-upstream: setup patches
-	$(CARGO) test -q --manifest-path $(PATCHED)/quinn-proto-0.11.19/Cargo.toml
+	$(CARGO) test -q --target-dir $(TARGET_DIR) --manifest-path $(PATCHED)/quinn-proto-0.11.19/Cargo.toml
 	$(CARGO) test -q --lib --target-dir $(TARGET_DIR) --manifest-path $(PATCHED)/quiche-0.30.0/Cargo.toml
 	@# s2n-quic's event snapshots are found relative to its monorepo layout
 	@# (quic/<crate>), so its crates are tested from copies laid out that way.

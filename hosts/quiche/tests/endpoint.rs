@@ -10,187 +10,35 @@
 mod common;
 
 use corequic_endpoint::testing::{
-    assert_bad_arguments_exit_1, assert_failed_plugin_load_exits_1, assert_unknown_test_exits_127,
-    free_port,
+    Run, Side, assert_bad_arguments_exit_1, assert_failed_plugin_load_exits_1,
+    assert_unknown_test_exits_127, run, sibling_binary,
 };
-use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, UdpSocket};
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
 
 const QUICHE: &str = env!("CARGO_BIN_EXE_quiche-endpoint");
 
-/// The other hosts' endpoints: (host, binary, cargo package). Adding a
-/// host to the cross-host tests is adding a line here.
-const PEERS: &[(&str, &str, &str)] = &[("quinn", "quinn-endpoint", "corequic-quinn")];
+/// The other hosts' endpoint binaries, found next to `quiche-endpoint`.
+/// Adding a host to the cross-host tests is adding a line here (s2n-quic's
+/// own tests pair it with quiche).
+const PEERS: &[(&str, &str)] = &[("quinn", "quinn-endpoint")];
 
-/// A peer's endpoint binary, next to `quiche-endpoint`.
-fn peer_binary(binary: &str, package: &str) -> String {
-    let path =
-        PathBuf::from(QUICHE).with_file_name(format!("{binary}{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo build -p {package}`",
-        path.display()
-    );
-    path.display().to_string()
+fn plugins(names: &[&str]) -> Vec<String> {
+    names
+        .iter()
+        .map(|n| common::plugin_path(n).display().to_string())
+        .collect()
 }
 
-fn plugin(name: &str) -> String {
-    common::plugin_path(name).display().to_string()
+/// `binary` with these plugins and flags.
+fn side(binary: &str, plugin_names: &[&str], flags: &[&str]) -> Side {
+    Side::new(binary)
+        .plugins(plugins(plugin_names))
+        .flags(flags)
 }
 
-/// One datagram seen by the relay.
-#[derive(Debug, Clone, Copy)]
-struct Seen {
-    from_server: bool,
-    size: usize,
-    short_header: bool,
-}
-
-/// A UDP relay in front of `server` recording every datagram; it runs until
-/// the test process ends.
-fn relay(server: SocketAddr) -> (SocketAddr, Arc<Mutex<Vec<Seen>>>) {
-    let socket = UdpSocket::bind("127.0.0.1:0").expect("relay socket");
-    let addr = socket.local_addr().expect("relay address");
-    let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
-    let record = seen.clone();
-    std::thread::spawn(move || {
-        let mut client = None;
-        let mut buf = vec![0u8; 65_536];
-        while let Ok((n, from)) = socket.recv_from(&mut buf) {
-            let from_server = from == server;
-            if !from_server {
-                client = Some(from);
-            }
-            record.lock().unwrap_or_else(|e| e.into_inner()).push(Seen {
-                from_server,
-                size: n,
-                short_header: buf[0] & 0x80 == 0,
-            });
-            let to = if from_server { client } else { Some(server) };
-            if let Some(to) = to {
-                let _ = socket.send_to(&buf[..n], to);
-            }
-        }
-    });
-    (addr, seen)
-}
-
-/// What one client/server run left behind.
-struct Run {
-    client: serde_json::Value,
-    server: serde_json::Value,
-    seen: Vec<Seen>,
-}
-
-impl Run {
-    fn logs(
-        &self,
-        side: &serde_json::Value,
-        plugin: &str,
-        message: &str,
-    ) -> Vec<serde_json::Value> {
-        side["logs"]
-            .as_array()
-            .expect("logs")
-            .iter()
-            .filter(|l| l["plugin"] == plugin && l["message"] == message)
-            .cloned()
-            .collect()
-    }
-}
-
-/// Run `server_bin` and `client_bin` for `test` with the given plugins and
-/// extra client flags; both must exit 0 and write their stats.
-fn run(
-    client_bin: &str,
-    server_bin: &str,
-    test: &str,
-    client_plugins: &[&str],
-    server_plugins: &[&str],
-    client_flags: &[&str],
-) -> Run {
-    let (client, server, run) = run_with(
-        client_bin,
-        server_bin,
-        test,
-        (client_plugins, client_flags),
-        (server_plugins, &[]),
-    );
-    assert_eq!(client, Some(0), "the client passed: {}", run.client);
-    assert_eq!(server, Some(0), "the server passed");
-    run
-}
-
-/// Run a client and a server, each with its plugins and extra flags; returns
-/// their exit codes and what they wrote.
-fn run_with(
-    client_bin: &str,
-    server_bin: &str,
-    test: &str,
-    (client_plugins, client_flags): (&[&str], &[&str]),
-    (server_plugins, server_flags): (&[&str], &[&str]),
-) -> (Option<i32>, Option<i32>, Run) {
-    let dir = std::env::temp_dir().join(format!(
-        "quiche-endpoint-test-{}-{test}-{}",
-        std::process::id(),
-        free_port()
-    ));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let server_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
-    let (server_stats, client_stats) = (dir.join("server.json"), dir.join("client.json"));
-    let plugin_args = |names: &[&str]| -> Vec<String> {
-        names
-            .iter()
-            .flat_map(|n| ["--plugin".to_string(), plugin(n)])
-            .collect()
-    };
-    let mut server = Command::new(server_bin)
-        .args(["--role", "server", "--addr", &server_addr.to_string()])
-        .args(["--test", test, "--timeout", "30"])
-        .args(["--stats", &server_stats.display().to_string()])
-        .args(plugin_args(server_plugins))
-        .args(server_flags)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("server");
-    // Start the client once the server says it listens.
-    let mut lines = BufReader::new(server.stderr.take().expect("stderr")).lines();
-    let listening = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .any(|l| l.contains("listening on"));
-    assert!(listening, "the server did not start");
-    let (relay_addr, seen) = relay(server_addr);
-
-    let client = Command::new(client_bin)
-        .args(["--role", "client", "--addr", &relay_addr.to_string()])
-        .args(["--test", test, "--timeout", "30"])
-        .args(["--stats", &client_stats.display().to_string()])
-        .args(plugin_args(client_plugins))
-        .args(client_flags)
-        .status()
-        .expect("client");
-    let server_status = server.wait().expect("server exit");
-    let read = |p: &PathBuf| -> serde_json::Value {
-        serde_json::from_slice(&std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
-            .expect("json")
-    };
-    let run = Run {
-        client: read(&client_stats),
-        server: read(&server_stats),
-        seen: seen.lock().unwrap_or_else(|e| e.into_inner()).clone(),
-    };
-    let _ = std::fs::remove_dir_all(&dir);
-    (client.code(), server_status.code(), run)
-}
-
+/// Both sides exited 0, the download was byte-exact and the client saw no
+/// close from its peer.
 fn assert_download(run: &Run, size: u64) {
-    assert_eq!(run.client["ok"], true, "{}", run.client);
-    assert_eq!(run.client["bytes"], size, "byte-exact download");
-    assert_eq!(run.server["bytes"], size);
+    run.assert_download(size);
     assert!(run.client["close"].is_null(), "{}", run.client["close"]);
 }
 
@@ -206,26 +54,19 @@ fn bad_arguments_exit_1_with_a_message() {
 
 #[test]
 fn a_plugin_that_fails_to_load_exits_1() {
-    assert_failed_plugin_load_exits_1(QUICHE, "client", &plugin("test-abi-mismatch"));
+    assert_failed_plugin_load_exits_1(QUICHE, "client", &plugins(&["test-abi-mismatch"])[0]);
 }
 
 #[test]
 fn quiche_client_and_server_run_bdp_and_report_stats() {
     let dir = std::env::temp_dir().join(format!("quiche-endpoint-qlog-{}", std::process::id()));
+    let qlog_dir = dir.display().to_string();
+    let client_flags = ["--control", "0:0x80000:400000", "--qlog", &qlog_dir];
     let run = run(
-        QUICHE,
-        QUICHE,
+        &side(QUICHE, &["bdp"], &client_flags),
+        &side(QUICHE, &["bdp"], &[]),
         "bdp",
-        &["bdp"],
-        &["bdp"],
-        &[
-            "--size",
-            "300000",
-            "--control",
-            "0:0x80000:400000",
-            "--qlog",
-            &dir.display().to_string(),
-        ],
+        300_000,
     );
     assert_download(&run, 300_000);
     let client = &run.client;
@@ -239,7 +80,7 @@ fn quiche_client_and_server_run_bdp_and_report_stats() {
     assert_eq!(client["controls"][0]["id"], 0x80000);
     assert!(client["controls"][0]["error"].is_null());
     assert!(client["extra"].as_array().is_some_and(|e| !e.is_empty()));
-    let resumed = run.logs(&run.server, "bdp", "congestion window resumed");
+    let resumed = Run::logs(&run.server, "bdp", "congestion window resumed");
     assert_eq!(resumed.len(), 1, "{}", run.server);
     assert_eq!(resumed[0]["fields"][0][1], "400000");
     let qlog = std::fs::read_to_string(dir.join("client.qlog")).expect("client qlog");
@@ -253,8 +94,8 @@ fn quiche_client_and_server_run_bdp_and_report_stats() {
 /// Both directions against every peer: (client, server, description).
 fn directions() -> Vec<(String, String, String)> {
     let mut pairs = Vec::new();
-    for (host, binary, package) in PEERS {
-        let peer = peer_binary(binary, package);
+    for (host, binary) in PEERS {
+        let peer = sibling_binary(QUICHE, binary);
         pairs.push((
             QUICHE.to_string(),
             peer.clone(),
@@ -273,15 +114,13 @@ fn directions() -> Vec<(String, String, String)> {
 fn bdp_across_quiche_and_quinn() {
     for (client, server, pair) in directions() {
         let run = run(
-            &client,
-            &server,
+            &side(&client, &["bdp"], &["--control", "0:0x80000:450000"]),
+            &side(&server, &["bdp"], &[]),
             "bdp",
-            &["bdp"],
-            &["bdp"],
-            &["--size", "300000", "--control", "0:0x80000:450000"],
+            300_000,
         );
         assert_download(&run, 300_000);
-        let resumed = run.logs(&run.server, "bdp", "congestion window resumed");
+        let resumed = Run::logs(&run.server, "bdp", "congestion window resumed");
         assert_eq!(resumed.len(), 1, "{pair}: {}", run.server);
         assert_eq!(resumed[0]["fields"][0][1], "450000", "{pair}");
     }
@@ -291,12 +130,10 @@ fn bdp_across_quiche_and_quinn() {
 fn padding_across_quiche_and_quinn() {
     for (client, server, pair) in directions() {
         let run = run(
-            &client,
-            &server,
+            &side(&client, &[], &[]),
+            &side(&server, &["padding"], &[]),
             "padding",
-            &[],
-            &["padding"],
-            &["--size", "300000"],
+            300_000,
         );
         assert_download(&run, 300_000);
         // Up to the client's last datagram (its CONNECTION_CLOSE): the
@@ -329,24 +166,21 @@ fn padding_across_quiche_and_quinn() {
 #[test]
 fn probe_across_quiche_and_quinn() {
     for (client, server, pair) in directions() {
+        // A second probe after the download: a PATH_RESPONSE is never
+        // retransmitted, so a lost one is not measured.
+        let probes = [
+            "--control",
+            "0:1",
+            "--control",
+            "300:1",
+            "--control",
+            "600:2",
+        ];
         let run = run(
-            &client,
-            &server,
+            &side(&client, &["probe"], &probes),
+            &side(&server, &[], &[]),
             "probe",
-            &["probe"],
-            &[],
-            // A second probe after the download: a PATH_RESPONSE is never
-            // retransmitted, so a lost one is not measured.
-            &[
-                "--size",
-                "100000",
-                "--control",
-                "0:1",
-                "--control",
-                "300:1",
-                "--control",
-                "600:2",
-            ],
+            100_000,
         );
         assert_download(&run, 100_000);
         let controls = run.client["controls"].as_array().expect("controls");
@@ -364,19 +198,21 @@ fn probe_across_quiche_and_quinn() {
 #[test]
 fn dummy_across_quiche_and_quinn() {
     for (client, server, pair) in directions() {
+        // The client stays 400 ms after the handshake (until its control
+        // ran), so DUMMY frames keep flowing both ways after a fast loopback
+        // transfer.
         let run = run(
-            &client,
-            &server,
+            &side(
+                &client,
+                &["padding", "dummy"],
+                &["--control", "400:0x80001:true"],
+            ),
+            &side(&server, &["dummy"], &[]),
             "dummy+padding",
-            &["padding", "dummy"],
-            &["dummy"],
-            // The client stays 400 ms after the handshake (until its
-            // control ran), so DUMMY frames keep flowing both ways after a
-            // fast loopback transfer.
-            &["--size", "1000000", "--control", "400:0x80001:true"],
+            1_000_000,
         );
         assert_download(&run, 1_000_000);
-        let toggled = run.logs(&run.client, "dummy", "padding toggled");
+        let toggled = Run::logs(&run.client, "dummy", "padding toggled");
         assert!(toggled.len() >= 2, "{pair}: {}", run.client["logs"]);
         assert_eq!(
             toggled[0]["fields"][0][1], "false",
@@ -385,8 +221,7 @@ fn dummy_across_quiche_and_quinn() {
         );
         assert_eq!(toggled[1]["fields"][0][1], "true", "{pair}: {}", toggled[1]);
         assert!(
-            !run.logs(&run.server, "dummy", "padding not available")
-                .is_empty(),
+            !Run::logs(&run.server, "dummy", "padding not available").is_empty(),
             "{pair}: DUMMY frames reached the client, and the server's toggles failed cleanly"
         );
     }
@@ -396,15 +231,13 @@ fn dummy_across_quiche_and_quinn() {
 fn ack_logger_across_quiche_and_quinn() {
     for (client, server, pair) in directions() {
         let run = run(
-            &client,
-            &server,
+            &side(&client, &[], &[]),
+            &side(&server, &["ack-logger"], &[]),
             "ack-logger",
-            &[],
-            &["ack-logger"],
-            &["--size", "200000"],
+            200_000,
         );
         assert_download(&run, 200_000);
-        let acks = run.logs(&run.server, "ack-logger", "ack processed");
+        let acks = Run::logs(&run.server, "ack-logger", "ack processed");
         assert!(!acks.is_empty(), "{pair}: {}", run.server);
         assert!(
             acks.iter().all(|a| a["fields"]
@@ -419,12 +252,14 @@ fn ack_logger_across_quiche_and_quinn() {
 fn one_sided_bdp_against_quinn_without_plugins() {
     for (client, server, pair) in directions() {
         let run = run(
-            &client,
-            &server,
+            &side(
+                &client,
+                &["bdp", "dummy"],
+                &["--control", "0:0x80000:500000"],
+            ),
+            &side(&server, &[], &[]),
             "bdp",
-            &["bdp", "dummy"],
-            &[],
-            &["--size", "200000", "--control", "0:0x80000:500000"],
+            200_000,
         );
         assert_download(&run, 200_000);
         let plugins = run.client["plugins"].as_array().expect("plugins");
@@ -443,22 +278,25 @@ fn a_trap_in_a_define_routine_closes_a_quinn_clients_connection() {
     // (quinn's own behaviour, hosts/quinn/README.md).
     {
         let (client, server, pair) = (
-            peer_binary("quinn-endpoint", "corequic-quinn"),
+            sibling_binary(QUICHE, "quinn-endpoint"),
             QUICHE.to_string(),
             "quinn client, quiche server",
         );
         // The server arms a trap in the hostile plugin's should-send-frame
         // (DEFINE) right after the handshake: it closes the connection with
         // the plugin-failure code, the download fails, nothing panics.
-        let (client_code, server_code, run) = run_with(
-            &client,
-            &server,
+        let run = run(
+            &side(&client, &[], &[]),
+            &side(&server, &["test-hostile"], &["--control", "0:0x480007"]),
             "hostile",
-            (&[], &["--size", "2000000"]),
-            (&["test-hostile"], &["--control", "0:0x480007"]),
+            2_000_000,
         );
-        assert_eq!(client_code, Some(1), "{pair}: the download failed");
-        assert_eq!(server_code, Some(0), "{pair}: the server ran as specified");
+        assert_eq!(run.client_exit, Some(1), "{pair}: the download failed");
+        assert_eq!(
+            run.server_exit,
+            Some(0),
+            "{pair}: the server ran as specified"
+        );
         assert_eq!(run.client["ok"], false);
         let close = run.client["close"].as_str().unwrap_or_default();
         assert!(

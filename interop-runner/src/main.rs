@@ -28,6 +28,7 @@ options:
   --plugin-dir DIR                 plugin components (default build/plugins)
   --out DIR                        results folder (default target/interop/<matrix>-<time>)
   --required FILE                  exit 1 unless every listed server/client/test passed
+  --queue BYTES                    bottleneck queue of every link (default: the matrix's)
 exit codes: 0 every cell passed (or, with --required, every required one), 1 otherwise";
 
 struct Options {
@@ -39,6 +40,7 @@ struct Options {
     plugin_dir: PathBuf,
     out: Option<PathBuf>,
     required: Option<PathBuf>,
+    queue_bytes: Option<u64>,
 }
 
 fn parse_options(args: &[String]) -> Result<Options, String> {
@@ -51,6 +53,7 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
         plugin_dir: "build/plugins".into(),
         out: None,
         required: None,
+        queue_bytes: None,
     };
     let mut it = args.iter();
     let list = |v: &str| {
@@ -77,6 +80,17 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
             "--plugin-dir" => o.plugin_dir = value()?.into(),
             "--out" => o.out = Some(value()?.into()),
             "--required" => o.required = Some(value()?.into()),
+            "--queue" => {
+                let v = value()?;
+                let bytes = v
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|&b| b >= 1500)
+                    .ok_or_else(|| {
+                        format!("--queue: `{v}` is not a byte count of at least 1500")
+                    })?;
+                o.queue_bytes = Some(bytes);
+            }
             "-h" | "--help" => return Err(USAGE.into()),
             other => return Err(format!("unknown option `{other}`\n{USAGE}")),
         }
@@ -143,6 +157,7 @@ fn run(args: &[String]) -> Result<bool, String> {
         tests: tests.clone(),
         env: Environment { plugin_dir },
         out: out.clone(),
+        queue_bytes: o.queue_bytes,
     };
     eprintln!(
         "matrix {}: {} host(s), {} test(s), {} cell(s) -> {}",
@@ -286,5 +301,29 @@ fn main() -> ExitCode {
             eprintln!("interop-runner: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn queue_overrides_take_a_byte_count() {
+        let o = parse_options(&args(&["--queue", "1200000"])).expect("valid");
+        assert_eq!(o.queue_bytes, Some(1_200_000));
+        assert_eq!(parse_options(&args(&[])).expect("valid").queue_bytes, None);
+        for bad in ["", "1.5MB", "100", "-3"] {
+            let err = parse_options(&args(&["--queue", bad])).err();
+            assert!(
+                err.as_deref().is_some_and(|e| e.contains("--queue")),
+                "{bad:?}: {err:?}"
+            );
+        }
+        assert!(parse_options(&args(&["--queue"])).is_err());
     }
 }

@@ -22,6 +22,9 @@ pub struct MatrixRun {
     pub env: Environment,
     /// The results folder.
     pub out: PathBuf,
+    /// Bottleneck queue of every link, bytes, instead of the matrix's (for
+    /// studies of how a result depends on the queue).
+    pub queue_bytes: Option<u64>,
 }
 
 /// A cell's folder name under the results folder.
@@ -46,7 +49,10 @@ pub fn run_matrix(spec: &MatrixRun) -> Vec<CellResult> {
                 let _ = std::io::stderr().flush();
                 let started = Instant::now();
                 let mut runs = Vec::new();
-                let plans = plan(test, spec.matrix);
+                let mut plans = plan(test, spec.matrix);
+                if let Some(queue) = spec.queue_bytes {
+                    plans.iter_mut().for_each(|r| r.link.queue_bytes = queue);
+                }
                 for (i, run) in plans.iter().enumerate() {
                     let outcome = run_pair(
                         &spec.env,

@@ -319,8 +319,24 @@ pub fn carried_before_close(
         .collect()
 }
 
+/// `datagrams` (one side's, in sending order) without the run of smaller
+/// ones after the last full-size one: a padded side's CONNECTION_CLOSE (and
+/// its repeats) ends its sequence, and the stacks build it outside the frame
+/// scheduler, so no plugin pads it. The transfer's end cannot tell it apart
+/// when the peer sends one more full-size datagram after the close was
+/// sent (seen at 40 ms RTT: a quinn server's close answer, an s2n-quic
+/// client's close, each before the server's last full-size datagram
+/// arrived).
+fn without_closing_tail<'a>(datagrams: &[&'a DatagramRecord]) -> Vec<&'a DatagramRecord> {
+    let keep = datagrams
+        .iter()
+        .rposition(|r| r.size == PATH_DATAGRAM_SIZE)
+        .map_or(0, |last_full| last_full + 1);
+    datagrams[..keep].to_vec()
+}
+
 fn all_full_size(run: &RunOutcome, direction: Direction) -> Check {
-    let datagrams = carried_before_close(&run.trace, direction);
+    let datagrams = without_closing_tail(&carried_before_close(&run.trace, direction));
     let short: Vec<usize> = datagrams
         .iter()
         .filter(|r| r.size != PATH_DATAGRAM_SIZE)
@@ -860,7 +876,7 @@ mod tests {
         let server = vec![1200; 30];
         // The client's datagrams are all sent after the server's here, so
         // only those before the last full-size server datagram arrived count.
-        let mut run = synthetic("padding-one-sided", size, &server, &[1200, 1200, 40]);
+        let mut run = synthetic("padding-one-sided", size, &server, &[1200, 40, 1200]);
         for (i, d) in run
             .trace
             .iter_mut()
@@ -882,6 +898,34 @@ mod tests {
             .find(|c| c.name.contains("every client"))
             .expect("check");
         assert!(padded.passed, "{padded:?}");
+    }
+
+    #[test]
+    fn a_padded_sides_closing_tail_is_not_padding_evidence() {
+        let size = plan("padding-one-sided", Matrix::Reduced)[0].file_size;
+        let server = vec![1200; 30];
+        // Padded throughout, then the close and a repeat of it, unpadded.
+        let run = synthetic(
+            "padding-one-sided",
+            size,
+            &server,
+            &[1200, 1200, 1200, 53, 53],
+        );
+        let checks = judge("padding-one-sided", &[run]);
+        let padded = checks
+            .iter()
+            .find(|c| c.name.contains("every client"))
+            .expect("check");
+        assert!(padded.passed, "{padded:?}");
+        assert!(padded.detail.starts_with("3 datagrams"), "{padded:?}");
+        // A side that never sent a full-size datagram has nothing padded.
+        let run = synthetic("padding-one-sided", size, &server, &[40, 40]);
+        let checks = judge("padding-one-sided", &[run]);
+        let padded = checks
+            .iter()
+            .find(|c| c.name.contains("every client"))
+            .expect("check");
+        assert!(!padded.passed, "{padded:?}");
     }
 
     #[test]

@@ -267,8 +267,6 @@ pub fn run_pair(
     folder: &Path,
 ) -> RunOutcome {
     let _ = std::fs::create_dir_all(folder.join("qlog"));
-    let port = free_udp_port().unwrap_or(4433);
-    let server_addr = SocketAddr::from(([127, 0, 0, 1], port));
     let timeout = spec.timeout_seconds.to_string();
     let common = |role: &str, addr: SocketAddr| -> Vec<String> {
         [
@@ -289,17 +287,19 @@ pub fn run_pair(
         .map(|s| s.to_string())
         .collect()
     };
-    let mut server_args = common("server", server_addr);
-    server_args.extend(["--connections".into(), "1".into()]);
-    server_args.extend(side_args(env, &spec.server));
-
+    let server_args_for = |addr: SocketAddr| {
+        let mut args = common("server", addr);
+        args.extend(["--connections".into(), "1".into()]);
+        args.extend(side_args(env, &spec.server));
+        args
+    };
     let mut outcome = RunOutcome {
         spec: spec.clone(),
         server: EndpointOutcome {
             exit_code: None,
             stats: None,
             stats_json: String::new(),
-            args: server_args.clone(),
+            args: Vec::new(),
         },
         client: EndpointOutcome {
             exit_code: None,
@@ -313,23 +313,40 @@ pub fn run_pair(
     };
     // Grace beyond the endpoints' own timeout before the runner kills them.
     let grace = Duration::from_secs(spec.timeout_seconds + 15);
-    let mut server = match spawn(
-        &server_host.binary,
-        &server_args,
-        &folder.join("server.log"),
-    ) {
-        Ok(child) => child,
-        Err(e) => {
-            outcome.runner_error = Some(format!("starting the server: {e}"));
-            return outcome;
+    let server_log = folder.join("server.log");
+    // The port is free when picked, but the kernel may hand it to another
+    // socket (a client's ephemeral port) before the server binds it: then
+    // the server says so and exits, and it is started again on another port.
+    let mut attempt = 0;
+    let (mut server, server_addr, server_args) = loop {
+        attempt += 1;
+        let port = free_udp_port().unwrap_or(4433);
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let args = server_args_for(addr);
+        outcome.server.args = args.clone();
+        let mut child = match spawn(&server_host.binary, &args, &server_log) {
+            Ok(child) => child,
+            Err(e) => {
+                outcome.runner_error = Some(format!("starting the server: {e}"));
+                return outcome;
+            }
+        };
+        match wait_for_bind(&mut child, addr, Instant::now() + grace) {
+            Ok(()) => break (child, addr, args),
+            Err(e) => {
+                // An endpoint that rejects the test exits before binding.
+                outcome.server.exit_code =
+                    wait_or_kill(&mut child, Instant::now()).and_then(|s| s.code());
+                let log = std::fs::read_to_string(&server_log).unwrap_or_default();
+                if attempt < 3 && log.contains("in use") {
+                    continue;
+                }
+                outcome.runner_error = Some(e);
+                return outcome;
+            }
         }
     };
-    if let Err(e) = wait_for_bind(&mut server, server_addr, Instant::now() + grace) {
-        // An endpoint that rejects the test exits before binding.
-        outcome.server.exit_code = wait_or_kill(&mut server, Instant::now()).and_then(|s| s.code());
-        outcome.runner_error = Some(e);
-        return outcome;
-    }
+    outcome.server.exit_code = None;
     let relay = match Relay::start(server_addr, spec.link.clone()) {
         Ok(relay) => relay,
         Err(e) => {

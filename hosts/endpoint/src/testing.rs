@@ -156,6 +156,29 @@ impl Run {
         assert_eq!(self.client["bytes"], size, "byte-exact download");
         assert_eq!(self.server["bytes"], size, "{}", self.server);
     }
+
+    /// The server's plugins closed the connection as CQ-LIMIT-8 says: the
+    /// client's download failed (exit 1) with the plugin-failure code
+    /// (0x43510001, shown in decimal or hex), the server ran as specified
+    /// (exit 0). Returns the client's close reason for further checks.
+    pub fn assert_closed_by_plugin_failure(&self, pair: &str) -> String {
+        assert_eq!(self.client_exit, Some(1), "{pair}: the download failed");
+        assert_eq!(
+            self.server_exit,
+            Some(0),
+            "{pair}: the server ran as specified"
+        );
+        assert_eq!(self.client["ok"], false, "{pair}: {}", self.client);
+        let close = self.client["close"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(
+            close.contains("1129381889") || close.to_lowercase().contains("0x43510001"),
+            "{pair}: the plugin-failure code in {close}"
+        );
+        close
+    }
 }
 
 /// Run `server` and `client` for `test` (the client GETs `size` bytes).

@@ -269,17 +269,7 @@ fn a_trap_in_a_define_routine_closes_with_the_plugin_failure_code() {
             "hostile",
             2_000_000,
         );
-        assert_eq!(run.client_exit, Some(1), "{pair}: the download failed");
-        assert_eq!(
-            run.server_exit,
-            Some(0),
-            "{pair}: the server ran as specified"
-        );
-        let close = run.client["close"].as_str().unwrap_or_default();
-        assert!(
-            close.contains("1129381889") || close.to_lowercase().contains("0x43510001"),
-            "{pair}: the plugin-failure code in {close}"
-        );
+        run.assert_closed_by_plugin_failure(&pair);
         let warned = run.server["logs"].as_array().is_some_and(|logs| {
             logs.iter().any(|l| {
                 let m = l["message"].as_str().unwrap_or_default();

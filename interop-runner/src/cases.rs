@@ -870,6 +870,15 @@ mod tests {
         );
     }
 
+    /// The "every client datagram is full-sized" check of a one-sided
+    /// padding run.
+    fn client_padding_check(run: RunOutcome) -> Check {
+        judge("padding-one-sided", &[run])
+            .into_iter()
+            .find(|c| c.name.contains("every client"))
+            .expect("check")
+    }
+
     #[test]
     fn one_unpadded_datagram_before_the_close_fails_one_sided_padding() {
         let size = plan("padding-one-sided", Matrix::Reduced)[0].file_size;
@@ -885,18 +894,10 @@ mod tests {
         {
             d.sent = Duration::from_millis(i as u64);
         }
-        let checks = judge("padding-one-sided", &[run.clone()]);
-        let padded = checks
-            .iter()
-            .find(|c| c.name.contains("every client"))
-            .expect("check");
+        let padded = client_padding_check(run.clone());
         assert!(!padded.passed, "{padded:?}");
         run.trace.retain(|d| d.size != 40);
-        let checks = judge("padding-one-sided", &[run]);
-        let padded = checks
-            .iter()
-            .find(|c| c.name.contains("every client"))
-            .expect("check");
+        let padded = client_padding_check(run);
         assert!(padded.passed, "{padded:?}");
     }
 
@@ -911,20 +912,12 @@ mod tests {
             &server,
             &[1200, 1200, 1200, 53, 53],
         );
-        let checks = judge("padding-one-sided", &[run]);
-        let padded = checks
-            .iter()
-            .find(|c| c.name.contains("every client"))
-            .expect("check");
+        let padded = client_padding_check(run);
         assert!(padded.passed, "{padded:?}");
         assert!(padded.detail.starts_with("3 datagrams"), "{padded:?}");
         // A side that never sent a full-size datagram has nothing padded.
         let run = synthetic("padding-one-sided", size, &server, &[40, 40]);
-        let checks = judge("padding-one-sided", &[run]);
-        let padded = checks
-            .iter()
-            .find(|c| c.name.contains("every client"))
-            .expect("check");
+        let padded = client_padding_check(run);
         assert!(!padded.passed, "{padded:?}");
     }
 

@@ -23,6 +23,31 @@ pub fn plugin_path(workspace: &Path, name: &str) -> PathBuf {
     path
 }
 
+/// A runtime with the default limits and a host's `capabilities`, and the
+/// plugins at `paths` loaded into it with every grant: what a host's
+/// in-process tests hand to that host's extension factory.
+pub fn load_plugins(
+    capabilities: corequic_runtime::HostCapabilities,
+    paths: &[PathBuf],
+) -> (
+    Arc<corequic_runtime::Runtime>,
+    Vec<Arc<corequic_runtime::Plugin>>,
+) {
+    let runtime = Arc::new(
+        corequic_runtime::Runtime::new(corequic_runtime::RuntimeConfig::default(), capabilities)
+            .expect("runtime"),
+    );
+    let plugins = paths
+        .iter()
+        .map(|p| {
+            runtime
+                .load_file(p, &corequic_runtime::Grants::all())
+                .unwrap_or_else(|e| panic!("{} loads: {e}", p.display()))
+        })
+        .collect();
+    (runtime, plugins)
+}
+
 /// Another endpoint binary of the workspace, next to `own` (a test's
 /// `CARGO_BIN_EXE_*`) in the target folder.
 pub fn sibling_binary(own: &str, name: &str) -> String {

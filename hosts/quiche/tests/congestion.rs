@@ -22,9 +22,9 @@
 
 mod common;
 
+use corequic_endpoint::testing::load_plugins;
 use corequic_quiche::{PluginFactory, driver, with_plugins};
 use corequic_runtime::abi::PluginVal;
-use corequic_runtime::{Grants, Runtime, RuntimeConfig};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
@@ -40,17 +40,8 @@ const PADDING: u64 = 0x00;
 const PADDING_TOGGLE: u64 = 0x80001;
 
 fn config(server: bool, plugins: &[&str]) -> quiche::Config {
-    let runtime = Arc::new(
-        Runtime::new(RuntimeConfig::default(), corequic_quiche::capabilities()).expect("runtime"),
-    );
-    let plugins = plugins
-        .iter()
-        .map(|p| {
-            runtime
-                .load_file(&common::plugin_path(p), &Grants::all())
-                .expect("plugin loads")
-        })
-        .collect();
+    let paths: Vec<_> = plugins.iter().map(|p| common::plugin_path(p)).collect();
+    let (runtime, plugins) = load_plugins(corequic_quiche::capabilities(), &paths);
     let mut config = if server {
         driver::server_config()
     } else {

@@ -19,9 +19,9 @@
 mod common;
 
 use bytes::BytesMut;
+use corequic_endpoint::testing::load_plugins;
 use corequic_quinn::{PluginFactory, QuinnPlugins};
 use corequic_runtime::abi::PluginVal;
-use corequic_runtime::{Grants, Runtime, RuntimeConfig};
 use quinn_proto::congestion::{Controller, ControllerFactory};
 use quinn_proto::{
     ClientConfig, Connection, ConnectionHandle, DatagramEvent, Endpoint, EndpointConfig,
@@ -83,17 +83,8 @@ impl ControllerFactory for Knob {
 }
 
 fn transport(plugins: &[&str], knob: &Knob) -> TransportConfig {
-    let runtime = Arc::new(
-        Runtime::new(RuntimeConfig::default(), corequic_quinn::capabilities()).expect("runtime"),
-    );
-    let plugins = plugins
-        .iter()
-        .map(|p| {
-            runtime
-                .load_file(&common::plugin_path(p), &Grants::all())
-                .expect("plugin loads")
-        })
-        .collect();
+    let paths: Vec<_> = plugins.iter().map(|p| common::plugin_path(p)).collect();
+    let (runtime, plugins) = load_plugins(corequic_quinn::capabilities(), &paths);
     let mut t = TransportConfig::default();
     t.mtu_discovery_config(None);
     t.congestion_controller_factory(Arc::new(knob.clone()));

@@ -50,14 +50,13 @@ use std::time::{Duration, Instant};
 /// PATH_CHALLENGE, which the adapter writes itself for `send-frame`.
 const PATH_CHALLENGE: u64 = 0x1a;
 
-/// What the quiche host supports: every routine; every field but
-/// `latest-rtt` and `pto-count`, which quiche does not expose; the writable
-/// fields are `sending-halted`, `congestion-window` and `ssthresh` (the
-/// latter two with quiche's default congestion controllers, CUBIC and Reno).
+/// What the quiche host supports: every routine; every field (the hook
+/// patch exposes `latest-rtt` and `pto-count`, which quiche keeps private);
+/// the writable fields are `sending-halted`, `congestion-window` and
+/// `ssthresh` (the latter two with quiche's default congestion controllers,
+/// CUBIC and Reno).
 pub fn capabilities() -> HostCapabilities {
-    let mut readable = FieldSet::all();
-    readable.remove(FieldId::LatestRtt);
-    readable.remove(FieldId::PtoCount);
+    let readable = FieldSet::all();
     let writable = [
         FieldId::SendingHalted,
         FieldId::CongestionWindow,
@@ -246,7 +245,11 @@ impl HostConnection for QuicheConn<'_, '_, '_> {
             FieldId::LargestAcked => {
                 info.largest_acked[space].map_or(PluginVal::None, PluginVal::U64)
             }
-            FieldId::LargestReceived => PluginVal::U64(info.largest_received[space]),
+            FieldId::LargestReceived => {
+                info.largest_received[space].map_or(PluginVal::None, PluginVal::U64)
+            }
+            FieldId::LatestRtt => PluginVal::from(info.latest_rtt),
+            FieldId::PtoCount => PluginVal::U32(info.pto_count),
             FieldId::SmoothedRtt => PluginVal::from(info.smoothed_rtt),
             FieldId::MinRtt => PluginVal::from(info.min_rtt.unwrap_or(info.smoothed_rtt)),
             FieldId::Rttvar => PluginVal::from(info.rttvar),
@@ -257,12 +260,6 @@ impl HostConnection for QuicheConn<'_, '_, '_> {
                 Some(s) if s != usize::MAX => PluginVal::U64(s as u64),
                 _ => PluginVal::None,
             },
-            FieldId::LatestRtt | FieldId::PtoCount => {
-                return Err(abi::Error::Unsupported(format!(
-                    "quiche does not expose {}",
-                    id.name()
-                )));
-            }
             FieldId::IsServer | FieldId::SendingHalted => {
                 return Err(abi::Error::Failed("unreachable field dispatch".into()));
             }

@@ -192,6 +192,21 @@ fn probe_across_quiche_and_quinn() {
             .and_then(|n| n.parse().ok())
             .unwrap_or_else(|| panic!("{pair}: latency {}", controls[2]));
         assert!(ns > 0 && ns < 1_000_000_000, "{pair}: {ns} ns");
+        // RFC 9000 §8.2.1 (CQ-API-15): a datagram carrying a PATH_CHALLENGE
+        // is expanded to at least 1200 bytes. The probe at 300 ms goes out
+        // after the download, alone in a 1-RTT datagram (the one at 0 ms may
+        // share the client's last handshake datagram, which starts with a
+        // long header). Without the probe the client sends no 1-RTT
+        // datagram that large: it sends the request and ACKs only.
+        let full_sized = run
+            .seen
+            .iter()
+            .filter(|s| !s.from_server && s.short_header && s.size >= 1200)
+            .count();
+        assert!(
+            full_sized >= 1,
+            "{pair}: {full_sized} padded client datagrams"
+        );
     }
 }
 

@@ -311,7 +311,17 @@ impl HostConnection for S2nConn<'_> {
     }
 
     fn set_field(&mut self, field: FieldRef, value: PluginVal) -> Result<(), abi::Error> {
-        let clamp = |v: u64| v.min(u64::from(u32::MAX)) as u32;
+        // s2n-quic's congestion controllers count in u32 bytes: a larger
+        // value is refused, never clamped (CQ-FIELD-8).
+        let bytes = |v: u64| {
+            u32::try_from(v).map_err(|_| {
+                abi::Error::InvalidArgument(format!(
+                    "{}: s2n-quic's congestion controller holds at most {} bytes, not {v}",
+                    field.id.name(),
+                    u32::MAX
+                ))
+            })
+        };
         match (field.id, value) {
             (FieldId::SendingHalted, PluginVal::Bool(halt)) => {
                 self.st.sending_halted = halt;
@@ -319,14 +329,14 @@ impl HostConnection for S2nConn<'_> {
             }
             (FieldId::CongestionWindow, PluginVal::U64(w)) => match self.cx.as_deref_mut() {
                 Some(cx) => {
-                    cx.set_congestion_window(clamp(w));
+                    cx.set_congestion_window(bytes(w)?);
                     Ok(())
                 }
                 None => Err(unavailable(field.id)),
             },
             (FieldId::Ssthresh, PluginVal::U64(s)) => match self.cx.as_deref_mut() {
                 Some(cx) => {
-                    cx.set_ssthresh(clamp(s));
+                    cx.set_ssthresh(bytes(s)?);
                     Ok(())
                 }
                 None => Err(unavailable(field.id)),

@@ -15,6 +15,18 @@ pub struct LogRecord {
     pub fields: Vec<(String, PluginVal)>,
 }
 
+/// Cuts plugin-supplied log text to [`crate::config::MAX_LOG_MESSAGE`]
+/// bytes at a UTF-8 character boundary (CQ-API-12).
+pub(crate) fn truncate_log_text(text: &mut String) {
+    let mut cut = crate::config::MAX_LOG_MESSAGE;
+    if text.len() > cut {
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+    }
+}
+
 /// The connection a plugin runs on, as the stack exposes it to the runtime:
 /// field access and the few actions plugins may request. The runtime has
 /// already checked permissions, anchors and value types before calling it.

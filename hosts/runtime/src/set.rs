@@ -11,7 +11,7 @@ use crate::abi::{
 };
 use crate::config::MAX_TRANSPORT_PARAMETER_LEN;
 use crate::error::{CloseRequest, Fault, FaultKind, LoadError, RoutineError};
-use crate::host::{HostConnection, LogRecord};
+use crate::host::{HostConnection, LogRecord, truncate_log_text};
 use crate::runtime::{Plugin, PluginInfo, Runtime};
 use crate::state::{InBufRep, OutBufRep, PluginState, Scope};
 use std::collections::HashMap;
@@ -683,6 +683,7 @@ impl PluginSet {
                 in_flight: reg.in_flight,
                 len,
             });
+            self.log_plugin_frame(conn, frame, "frame sent");
             // Errors of on-frame-reserved cannot take the frame back; they
             // are logged (CQ-ROUTINE-14).
             if let Err(e @ RoutineError::Plugin { .. }) = self.on_frame_reserved(conn, frame, ctx) {
@@ -784,13 +785,15 @@ impl PluginSet {
     }
 
     /// Routine `process-frame` for a plugin frame (BEFORE, DEFINE, AFTER).
+    /// The frame is then described in the connection's log if a plugin binds
+    /// `log-frame` for its type (CQ-ROUTINE-18).
     pub fn process_frame(
         &mut self,
         conn: &mut dyn HostConnection,
         frame: &Frame,
         ctx: RxContext,
     ) -> Result<(), RoutineError> {
-        self.run(
+        let r = self.run(
             conn,
             Routine::ProcessFrame,
             frame.frame_type(),
@@ -798,7 +801,11 @@ impl PluginSet {
                 b.core_quic_plugin_routines()
                     .call_process_frame(s, anchor, frame, ctx)
             },
-        )
+        );
+        if let Frame::Extension(ext) = frame {
+            self.log_plugin_frame(conn, *ext, "frame received");
+        }
+        r
     }
 
     /// Run the BEFORE or AFTER observers of `process-frame` for a standard
@@ -835,6 +842,35 @@ impl PluginSet {
             },
         )
         .ok()
+    }
+
+    /// Passes a description of a plugin frame the host sent or received to
+    /// the connection's log, when a plugin binds `log-frame` for its type
+    /// (CQ-ROUTINE-18): a `debug` record of the defining plugin with the
+    /// frame type and the description. Costs nothing for unbound types.
+    fn log_plugin_frame(&mut self, conn: &mut dyn HostConnection, frame: ExtFrame, message: &str) {
+        let Some(&rid) = self
+            .route_index
+            .get(&(Routine::LogFrame as u8, frame.frame_type))
+        else {
+            return;
+        };
+        let Some(idx) = self.routes[rid].define else {
+            return;
+        };
+        let plugin = self.slots[idx].info.name.clone();
+        if let Some(mut description) = self.log_frame(conn, &Frame::Extension(frame)) {
+            truncate_log_text(&mut description);
+            conn.log(LogRecord {
+                plugin,
+                level: abi::LogLevel::Debug,
+                message: message.into(),
+                fields: vec![
+                    ("frame-type".into(), PluginVal::U64(frame.frame_type)),
+                    ("description".into(), PluginVal::String(description)),
+                ],
+            });
+        }
     }
 
     /// The earliest armed plugin timer, in connection time.

@@ -8,8 +8,8 @@
 use crate::abi::{
     Anchor, Error, FieldRef, Frame, FrameRegistration, LogLevel, Permission, PluginVal, host_api,
 };
-use crate::config::{MAX_LOG_MESSAGE, MAX_RANDOM_BYTES, RuntimeConfig};
-use crate::host::{HostConnection, LogRecord};
+use crate::config::{MAX_RANDOM_BYTES, RuntimeConfig};
+use crate::host::{HostConnection, LogRecord, truncate_log_text};
 use crate::runtime::PluginInfo;
 use crate::set::PluginSet;
 use std::sync::Arc;
@@ -353,13 +353,7 @@ impl host_api::Host for PluginState {
     ) -> Result<(), Error> {
         let scope = self.scope("log", false)?;
         self.permit("log", Permission::Logging)?;
-        if message.len() > MAX_LOG_MESSAGE {
-            let mut cut = MAX_LOG_MESSAGE;
-            while !message.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            message.truncate(cut);
-        }
+        truncate_log_text(&mut message);
         let plugin = self
             .info
             .as_ref()

@@ -332,6 +332,53 @@ fn dummy_keeps_one_frame_in_flight_and_toggles_padding_every_four() {
     assert!(p.client.closed.is_none() && p.server.closed.is_none());
 }
 
+/// CQ-ROUTINE-18: each DUMMY frame sent and received is described by the
+/// plugin's `log-frame` in a `debug` record of the connection's log.
+#[test]
+fn log_frame_describes_every_plugin_frame_sent_and_received() {
+    let mut p = pair(&["dummy"], &["dummy"]);
+    p.handshake();
+    assert!(p.run_until(10_000 * MS, |p| {
+        p.client
+            .plugin_frames_sent
+            .get(&FRAME_DUMMY)
+            .copied()
+            .unwrap_or(0)
+            >= 4
+    }));
+    let described = |ep: &corequic_runtime::mock::MockEndpoint, message: &str| -> Vec<String> {
+        ep.conn
+            .logs
+            .iter()
+            .filter(|r| r.plugin == "dummy" && r.message == message)
+            .map(|r| {
+                assert_eq!(r.level, LogLevel::Debug);
+                assert_eq!(
+                    r.fields[0],
+                    ("frame-type".into(), PluginVal::U64(FRAME_DUMMY))
+                );
+                match &r.fields[1] {
+                    (k, PluginVal::String(d)) if k == "description" => d.clone(),
+                    other => panic!("unexpected field {other:?}"),
+                }
+            })
+            .collect()
+    };
+    let sent = described(&p.client, "frame sent");
+    assert_eq!(
+        sent.len() as u64,
+        p.client.plugin_frames_sent[&FRAME_DUMMY],
+        "one record per DUMMY frame sent"
+    );
+    assert!(
+        sent.iter().all(|d| d.starts_with("DUMMY counter=")),
+        "{sent:?}"
+    );
+    let received = described(&p.server, "frame received");
+    assert!(!received.is_empty());
+    assert!(received.iter().all(|d| d.starts_with("DUMMY counter=")));
+}
+
 /// Appendix A (DUMMY + padding, the paper's Fig. 6).
 #[test]
 fn dummy_toggles_are_visible_in_the_clients_datagram_sizes() {

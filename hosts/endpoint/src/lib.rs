@@ -304,7 +304,7 @@ impl From<&LogRecord> for LogLine {
     fn from(r: &LogRecord) -> Self {
         LogLine {
             plugin: r.plugin.clone(),
-            level: format!("{:?}", r.level).to_lowercase(),
+            level: r.level.name().into(),
             message: r.message.clone(),
             fields: r
                 .fields
@@ -315,7 +315,9 @@ impl From<&LogRecord> for LogLine {
     }
 }
 
-/// A plugin value as stats text.
+/// A plugin value as stats text: numbers in decimal, strings as they are,
+/// bytes in hex (`0x…`), durations `…ns`, instants `@…ns`, addresses
+/// `ip:port`; frames and packet types in their debug form.
 pub fn render(v: &PluginVal) -> String {
     match v {
         PluginVal::None => "none".into(),
@@ -324,8 +326,14 @@ pub fn render(v: &PluginVal) -> String {
         PluginVal::U64(n) => n.to_string(),
         PluginVal::S64(n) => n.to_string(),
         PluginVal::F64(n) => n.to_string(),
+        PluginVal::String(s) => s.clone(),
+        PluginVal::Bytes(b) => {
+            let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+            format!("0x{hex}")
+        }
         PluginVal::Duration(ns) => format!("{ns}ns"),
         PluginVal::Instant(ns) => format!("@{ns}ns"),
+        PluginVal::SocketAddr(a) => std::net::SocketAddr::from(*a).to_string(),
         other => format!("{other:?}"),
     }
 }
@@ -376,6 +384,27 @@ mod tests {
 
     fn args(s: &str) -> Result<Args, String> {
         Args::parse(s.split_whitespace().map(String::from))
+    }
+
+    #[test]
+    fn log_lines_use_wit_level_names_and_plain_text_values() {
+        let line = LogLine::from(&LogRecord {
+            plugin: "p".into(),
+            level: corequic_runtime::abi::LogLevel::Debug,
+            message: "m".into(),
+            fields: vec![
+                ("s".into(), PluginVal::String("DUMMY counter=3".into())),
+                ("b".into(), PluginVal::Bytes(vec![0x0a, 0xff])),
+                (
+                    "a".into(),
+                    PluginVal::from("[::1]:4433".parse::<std::net::SocketAddr>().unwrap()),
+                ),
+                ("n".into(), PluginVal::None),
+            ],
+        });
+        assert_eq!(line.level, "debug");
+        let values: Vec<&str> = line.fields.iter().map(|f| f.1.as_str()).collect();
+        assert_eq!(values, ["DUMMY counter=3", "0x0aff", "[::1]:4433", "none"]);
     }
 
     #[test]

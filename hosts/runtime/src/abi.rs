@@ -213,6 +213,19 @@ impl Permission {
     }
 }
 
+impl LogLevel {
+    /// The WIT name of the level.
+    pub fn name(self) -> &'static str {
+        match self {
+            LogLevel::Error => "error",
+            LogLevel::Warn => "warn",
+            LogLevel::Info => "info",
+            LogLevel::Debug => "debug",
+            LogLevel::Trace => "trace",
+        }
+    }
+}
+
 impl Anchor {
     /// The WIT name of the anchor.
     pub fn name(self) -> &'static str {
@@ -314,5 +327,18 @@ impl From<std::net::SocketAddr> for PluginVal {
             ip,
             port: addr.port(),
         })
+    }
+}
+
+/// A `socket-addr` value as the standard library's address.
+impl From<SocketAddr> for std::net::SocketAddr {
+    fn from(addr: SocketAddr) -> Self {
+        let ip = match addr.ip {
+            IpAddr::V4((a, b, c, d)) => std::net::IpAddr::from([a, b, c, d]),
+            IpAddr::V6((a, b, c, d, e, f, g, h)) => {
+                std::net::IpAddr::from([a, b, c, d, e, f, g, h])
+            }
+        };
+        std::net::SocketAddr::new(ip, addr.port)
     }
 }

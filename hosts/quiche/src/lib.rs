@@ -113,6 +113,7 @@ impl ExtensionFactory for PluginFactory {
             local,
             peer,
             sending_halted: false,
+            ping_pending: false,
             challenges: Vec::new(),
             log: self.log.clone(),
             frames_sent: BTreeMap::new(),
@@ -153,6 +154,8 @@ struct AdapterState {
     local: SocketAddr,
     peer: SocketAddr,
     sending_halted: bool,
+    /// A PING asked for through `send-frame` before the connection existed.
+    ping_pending: bool,
     /// PATH_CHALLENGE data queued by plugins through `send-frame`.
     challenges: Vec<u64>,
     log: Option<LogSink>,
@@ -311,7 +314,12 @@ impl HostConnection for QuicheConn<'_, '_, '_> {
                 Some(cx) => cx
                     .send_ack_eliciting()
                     .map_err(|e| abi::Error::Failed(format!("PING: {e}"))),
-                None => Err(abi::Error::NotFound("no connection yet".into())),
+                None => {
+                    // CQ-API-14: accepted in every phase; sent once the
+                    // connection exists.
+                    self.st.ping_pending = true;
+                    Ok(())
+                }
             },
             Frame::PathChallenge(data) => {
                 self.st.challenges.push(data);
@@ -428,8 +436,17 @@ impl QuichePlugins {
             st: &mut self.state,
         };
         let r = f(set, &mut conn);
-        if let Some(close) = set.take_close_request()
-            && let Some(cx) = conn.cx.as_mut()
+        // Before the stack's connection exists (a client's transport
+        // parameters) there is nothing to close or ping yet: the requests
+        // stay pending until the next hook that has the connection.
+        if let Some(cx) = conn.cx.as_mut()
+            && std::mem::take(&mut conn.st.ping_pending)
+        {
+            // Already closing is the only error: nothing to send then.
+            let _ = cx.send_ack_eliciting();
+        }
+        if let Some(cx) = conn.cx.as_mut()
+            && let Some(close) = set.take_close_request()
         {
             // Already closing is the only error: nothing more to do.
             let _ = cx.close(true, close.error_code, close.reason.as_bytes());

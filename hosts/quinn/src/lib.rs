@@ -112,6 +112,7 @@ impl ExtensionFactory for PluginFactory {
             local: self.local,
             remote,
             sending_halted: false,
+            ping_pending: false,
             challenges: Vec::new(),
             log: self.log.clone(),
             frames_sent: BTreeMap::new(),
@@ -152,6 +153,8 @@ struct AdapterState {
     local: Option<SocketAddr>,
     remote: SocketAddr,
     sending_halted: bool,
+    /// A PING asked for through `send-frame` before the connection existed.
+    ping_pending: bool,
     /// PATH_CHALLENGE data queued by plugins through `send-frame`.
     challenges: Vec<u64>,
     log: Option<LogSink>,
@@ -315,7 +318,12 @@ impl HostConnection for QuinnConn<'_, '_> {
                     cx.ping();
                     Ok(())
                 }
-                None => Err(abi::Error::NotFound("no connection yet".into())),
+                None => {
+                    // CQ-API-14: accepted in every phase; sent once the
+                    // connection exists.
+                    self.st.ping_pending = true;
+                    Ok(())
+                }
             },
             Frame::PathChallenge(data) => {
                 self.st.challenges.push(data);
@@ -450,8 +458,16 @@ impl QuinnPlugins {
             st: &mut self.state,
         };
         let r = f(set, &mut conn);
-        if let Some(close) = set.take_close_request()
-            && let Some(cx) = conn.cx.as_mut()
+        // Before the stack's connection exists (a client's transport
+        // parameters) there is nothing to close or ping yet: the requests
+        // stay pending until the next hook that has the connection.
+        if let Some(cx) = conn.cx.as_mut()
+            && std::mem::take(&mut conn.st.ping_pending)
+        {
+            cx.ping();
+        }
+        if let Some(cx) = conn.cx.as_mut()
+            && let Some(close) = set.take_close_request()
         {
             let code = VarInt::from_u64(close.error_code).unwrap_or(VarInt::MAX);
             cx.close(code, close.reason.into_bytes().into());

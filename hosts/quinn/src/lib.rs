@@ -113,6 +113,7 @@ impl ExtensionFactory for PluginFactory {
             remote,
             sending_halted: false,
             ping_pending: false,
+            local_close: None,
             challenges: Vec::new(),
             log: self.log.clone(),
             frames_sent: BTreeMap::new(),
@@ -155,6 +156,8 @@ struct AdapterState {
     sending_halted: bool,
     /// A PING asked for through `send-frame` before the connection existed.
     ping_pending: bool,
+    /// The close this connection's plugins asked for (CQ-LIMIT-8).
+    local_close: Option<(u64, String)>,
     /// PATH_CHALLENGE data queued by plugins through `send-frame`.
     challenges: Vec<u64>,
     log: Option<LogSink>,
@@ -470,7 +473,10 @@ impl QuinnPlugins {
             && let Some(close) = set.take_close_request()
         {
             let code = VarInt::from_u64(close.error_code).unwrap_or(VarInt::MAX);
-            cx.close(code, close.reason.into_bytes().into());
+            cx.close(code, close.reason.clone().into_bytes().into());
+            conn.st
+                .local_close
+                .get_or_insert((close.error_code, close.reason));
         }
         r
     }
@@ -498,6 +504,14 @@ impl QuinnPlugins {
         args: &[PluginVal],
     ) -> Result<Vec<PluginVal>, RoutineError> {
         self.with(Some(cx), |set, conn| set.plugin_control(conn, id, args))
+    }
+
+    /// The error code and reason with which this connection's plugins
+    /// closed it (a defining plugin faulted, CQ-LIMIT-8), if they did. quinn
+    /// reports such a close as the application's, which it cannot tell
+    /// from the peer's.
+    pub fn local_close(&self) -> Option<(u64, String)> {
+        self.state.local_close.clone()
     }
 
     /// Per-plugin counters of this connection.

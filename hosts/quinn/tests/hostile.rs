@@ -46,3 +46,29 @@ fn lying_frame_lengths_never_abort_a_host_and_the_download_completes() {
         }
     }
 }
+
+/// Issue 19 finding 3 (CQ-LIMIT-8, CQ-LIMIT-9): when a defining plugin of
+/// the quinn server faults mid-transfer, every client host sees the
+/// plugin-failure close (not its idle timeout), and the server reports the
+/// close as its own (it said "closed by peer" before).
+#[test]
+fn a_quinn_servers_plugin_failure_close_reaches_every_client_and_is_reported_as_local() {
+    for client in ["quinn-endpoint", "quiche-endpoint", "s2n-endpoint"] {
+        let server = Side::new(QUINN)
+            .plugins([common::plugin_path("test-hostile").display().to_string()])
+            // Arm a trap in its DEFINE should-send-frame 30 ms in.
+            .flags(&["--control", "30:0x480007"]);
+        let r = run(
+            &Side::new(&sibling_binary(QUINN, client)),
+            &server,
+            "hostile",
+            5_000_000,
+        );
+        r.assert_closed_by_plugin_failure(client);
+        let close = r.server["close"].as_str().unwrap_or_default();
+        assert!(
+            close.starts_with("local application close 0x43510001: plugin hostile trapped"),
+            "{client}: the server's own close: {close}"
+        );
+    }
+}

@@ -197,7 +197,9 @@ async fn server(
             }
         }
         let reason = conn.closed().await;
-        if !matches!(reason, quinn::ConnectionError::ApplicationClosed(ref c) if c.error_code.into_inner() == 0)
+        if let Some((code, reason)) = with_plugins(&conn, |p, _| p.local_close()).flatten() {
+            close = Some(format!("local application close {code:#x}: {reason}"));
+        } else if !matches!(reason, quinn::ConnectionError::ApplicationClosed(ref c) if c.error_code.into_inner() == 0)
         {
             close = Some(reason.to_string());
         }
@@ -206,6 +208,10 @@ async fn server(
             plugins.extend(stats);
         }
     }
+    // The CONNECTION_CLOSE of a connection that just closed is sent by its
+    // driver: exiting now could leave the peer to its idle timeout
+    // (CQ-LIMIT-9).
+    endpoint.wait_idle().await;
     let stats = Stats {
         schema: 1,
         host: "quinn".into(),

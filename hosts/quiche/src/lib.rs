@@ -68,6 +68,8 @@ pub fn capabilities() -> HostCapabilities {
         readable,
         writable,
         routines: Routine::ALL.to_vec(),
+        // quiche sends only standard parameters.
+        stack_transport_parameters: Vec::new(),
     }
 }
 

@@ -59,6 +59,9 @@ pub fn capabilities() -> HostCapabilities {
         readable: FieldSet::all(),
         writable,
         routines: Routine::ALL.to_vec(),
+        // min_ack_delay of the ack-frequency draft, which quinn sends when
+        // acknowledgement frequency is configured.
+        stack_transport_parameters: vec![0xff04_de1b],
     }
 }
 

@@ -72,3 +72,39 @@ fn a_quinn_servers_plugin_failure_close_reaches_every_client_and_is_reported_as_
         );
     }
 }
+
+/// Issue 19 findings 2 and 5 (CQ-LIMIT-11, CQ-API-8): a plugin that asks
+/// for 70 transport parameters of 1,024 bytes, and for ids the stack sends
+/// itself, on every host in both roles: the process does not abort (quinn
+/// and s2n-quic aborted in rustls), the handshake completes with the
+/// parameters that fit, and the download is byte-exact.
+#[test]
+fn oversized_and_stack_owned_transport_parameters_never_fail_the_handshake() {
+    for host in ["quinn-endpoint", "quiche-endpoint", "s2n-endpoint"] {
+        let binary = sibling_binary(QUINN, host);
+        for flood_is_client in [true, false] {
+            let flood = Side::new(&binary)
+                .plugins([common::plugin_path("test-tp-flood").display().to_string()]);
+            let plain = Side::new(QUINN);
+            let (client, server) = match flood_is_client {
+                true => (flood, plain),
+                false => (plain, flood),
+            };
+            let r = run(&client, &server, "hostile", 300_000);
+            r.assert_download(300_000);
+            let side = if flood_is_client {
+                &r.client
+            } else {
+                &r.server
+            };
+            let refused = corequic_endpoint::testing::Run::logs(side, "tp-flood", "register");
+            assert_eq!(refused.len(), 2, "{host}: {side}");
+            assert!(
+                refused
+                    .iter()
+                    .all(|l| l["fields"][1][1] == "invalid-argument"),
+                "{host}: {refused:?}"
+            );
+        }
+    }
+}

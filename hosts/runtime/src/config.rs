@@ -41,6 +41,19 @@ impl Default for RuntimeConfig {
 
 /// Largest transport parameter value a plugin may write, in bytes.
 pub const MAX_TRANSPORT_PARAMETER_LEN: usize = 1024;
+/// Bytes that all plugins of a connection together may add to the transport
+/// parameters, ids and lengths included (CQ-LIMIT-11). TLS carries every
+/// parameter in one extension of at most 65,535 bytes, which the stack's own
+/// parameters share; rustls aborts the process on more.
+pub const MAX_PLUGIN_TRANSPORT_PARAMETERS: usize = 4096;
+/// Transport parameter ids no plugin may register on any host (CQ-API-8):
+/// RFC 9000's (0x00–0x10), version_information (RFC 9368, 0x11),
+/// max_datagram_frame_size (RFC 9221, 0x20) and grease_quic_bit (RFC 9287,
+/// 0x2ab2). A host adds the other ids its stack sends in
+/// [`crate::HostCapabilities::stack_transport_parameters`].
+pub fn is_standard_transport_parameter(id: u64) -> bool {
+    id <= 0x11 || id == 0x20 || id == 0x2ab2
+}
 /// Largest `random-bytes` request.
 pub const MAX_RANDOM_BYTES: u32 = 1024;
 /// Log messages are truncated to this many bytes.

@@ -148,6 +148,10 @@ pub struct HostCapabilities {
     pub writable: FieldSet,
     /// Routines the host calls.
     pub routines: Vec<Routine>,
+    /// Transport parameter ids the stack sends itself beyond the standard
+    /// ones every host refuses ([`crate::config::is_standard_transport_parameter`]):
+    /// a plugin may not register them either (CQ-API-8).
+    pub stack_transport_parameters: Vec<u64>,
 }
 
 impl HostCapabilities {
@@ -157,6 +161,7 @@ impl HostCapabilities {
             readable: FieldSet::all(),
             writable: FieldSet::all_writable(),
             routines: Routine::ALL.to_vec(),
+            stack_transport_parameters: Vec::new(),
         }
     }
 }

@@ -9,7 +9,9 @@ use crate::abi::{
     self, Anchor, Bindings, Error, ExtFrame, Frame, FrameOutcome, FrameRegistration, ParsedFrame,
     PluginVal, Routine, RxContext, SendContext, SendPosition,
 };
-use crate::config::MAX_TRANSPORT_PARAMETER_LEN;
+use crate::config::{
+    MAX_PLUGIN_TRANSPORT_PARAMETERS, MAX_TRANSPORT_PARAMETER_LEN, is_standard_transport_parameter,
+};
 use crate::error::{CloseRequest, Fault, FaultKind, LoadError, RoutineError};
 use crate::host::{HostConnection, LogRecord, truncate_log_text};
 use crate::runtime::{Plugin, PluginInfo, Runtime};
@@ -115,6 +117,8 @@ pub struct PluginSet {
     regs_scratch: Vec<FrameRegistration>,
     /// Faults not yet taken by the stack.
     faults: Vec<Fault>,
+    /// Transport parameter ids the stack sends itself (CQ-API-8).
+    stack_transport_parameters: Vec<u64>,
 }
 
 fn erase(conn: &mut dyn HostConnection) -> *mut (dyn HostConnection + 'static) {
@@ -198,6 +202,7 @@ impl PluginSet {
             close: None,
             regs_scratch: Vec::new(),
             faults: Vec::new(),
+            stack_transport_parameters: runtime.capabilities().stack_transport_parameters.clone(),
         })
     }
 
@@ -395,7 +400,10 @@ impl PluginSet {
     }
 
     /// Encode the transport parameters the plugins registered, in load order.
-    /// A parameter whose DEFINE fails is omitted.
+    /// A parameter whose DEFINE fails is omitted, and so is one that would
+    /// take the plugins' parameters past [`MAX_PLUGIN_TRANSPORT_PARAMETERS`]
+    /// bytes (CQ-LIMIT-11): that is logged and counted as an error of the
+    /// plugin that registered it.
     pub fn transport_parameters(&mut self, conn: &mut dyn HostConnection) -> Vec<(u64, Vec<u8>)> {
         let mut ids = Vec::new();
         for slot in &self.slots {
@@ -404,6 +412,7 @@ impl PluginSet {
             }
         }
         let mut out = Vec::new();
+        let mut budget = MAX_PLUGIN_TRANSPORT_PARAMETERS;
         for id in ids {
             let r = self.run(
                 conn,
@@ -424,11 +433,49 @@ impl PluginSet {
                     Ok(r.map(|()| std::mem::take(&mut s.data_mut().out)))
                 },
             );
-            if let Ok(value) = r {
-                out.push((id, value));
+            let Ok(value) = r else { continue };
+            let encoded = varint_len(id) + varint_len(value.len() as u64) + value.len();
+            if encoded > budget {
+                self.refuse_transport_parameter(conn, id, encoded, budget);
+                continue;
             }
+            budget -= encoded;
+            out.push((id, value));
         }
         out
+    }
+
+    /// A transport parameter that does not fit the plugins' budget: the
+    /// registering plugin gets an error counted and a warning in the log.
+    fn refuse_transport_parameter(
+        &mut self,
+        conn: &mut dyn HostConnection,
+        id: u64,
+        encoded: usize,
+        left: usize,
+    ) {
+        let Some(slot) = self.slots.iter_mut().find(|s| {
+            s.live
+                .as_ref()
+                .is_some_and(|l| l.store.data().transport_parameters.contains(&id))
+        }) else {
+            return;
+        };
+        slot.errors += 1;
+        conn.log(LogRecord {
+            plugin: slot.info.name.clone(),
+            level: abi::LogLevel::Warn,
+            message: format!(
+                "transport parameter {id:#x} omitted: its {encoded} bytes exceed the {left} bytes \
+                 left of the plugins' {MAX_PLUGIN_TRANSPORT_PARAMETERS}-byte budget"
+            ),
+            fields: Vec::new(),
+        });
+    }
+
+    /// Whether the stack sends transport parameter `id` itself (CQ-API-8).
+    pub(crate) fn is_stack_transport_parameter(&self, id: u64) -> bool {
+        is_standard_transport_parameter(id) || self.stack_transport_parameters.contains(&id)
     }
 
     /// The peer sent transport parameter `id`. `Ok(false)` when no plugin
@@ -1002,5 +1049,15 @@ impl PluginSet {
                 removed: s.removed.as_ref().map(|f| f.to_string()),
             })
             .collect()
+    }
+}
+
+/// Bytes of `v` as a QUIC varint (RFC 9000 §16).
+fn varint_len(v: u64) -> usize {
+    match v {
+        0..=0x3f => 1,
+        0x40..=0x3fff => 2,
+        0x4000..=0x3fff_ffff => 4,
+        _ => 8,
     }
 }

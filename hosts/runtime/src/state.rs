@@ -277,8 +277,15 @@ impl host_api::Host for PluginState {
                 "transport parameter id exceeds 2^62 - 1".into(),
             ));
         }
-        // SAFETY: see `Scope`; only other plugins' (inactive) stores are read.
-        if let Some(owner) = unsafe { &*scope.set }.transport_parameter_owner(id, self.index) {
+        // SAFETY: see `Scope`; only the set's configuration and other
+        // plugins' (inactive) stores are read.
+        let set = unsafe { &*scope.set };
+        if set.is_stack_transport_parameter(id) {
+            return Err(Error::InvalidArgument(format!(
+                "transport parameter {id:#x} is one the stack sends itself; a plugin may not register it"
+            )));
+        }
+        if let Some(owner) = set.transport_parameter_owner(id, self.index) {
             return Err(Error::InvalidArgument(format!(
                 "transport parameter {id:#x} is already registered by plugin {owner}"
             )));

@@ -357,6 +357,51 @@ fn a_write_past_a_buffer_bound_is_refused() {
     );
 }
 
+/// CQ-LIMIT-11: the plugins' transport parameters stay within their
+/// budget (70 parameters of 1,024 bytes would overflow the TLS extension
+/// and abort rustls); the parameters that do not fit are omitted, logged and
+/// counted as the plugin's errors. CQ-API-8: ids the stack sends itself are
+/// refused with `invalid-argument`.
+#[test]
+fn transport_parameters_stay_within_the_budget_and_stack_ids_are_refused() {
+    let mut p = pair(&["test-tp-flood"], &[]);
+    let tps = p.client.plugins.transport_parameters(&mut p.client.conn);
+    let budget = corequic_runtime::config::MAX_PLUGIN_TRANSPORT_PARAMETERS;
+    // Each parameter here: a 2-byte id, a 2-byte length, 1,024 bytes.
+    let encoded: usize = tps.iter().map(|(_, v)| 4 + v.len()).sum();
+    assert!(encoded <= budget, "{encoded} bytes");
+    assert_eq!(tps.len(), budget / 1028, "as many as fit, in order");
+    assert_eq!(tps[0].0, 0x7000);
+    let omitted = 70 - tps.len();
+    assert_eq!(p.client.plugins.stats()[0].errors, omitted as u64);
+    assert_eq!(
+        p.client
+            .conn
+            .logs
+            .iter()
+            .filter(|r| r.message.contains("omitted"))
+            .count(),
+        omitted
+    );
+    let refused: Vec<_> = p
+        .client
+        .conn
+        .logs
+        .iter()
+        .filter(|r| r.message == "register")
+        .map(|r| (r.fields[0].1.clone(), r.fields[1].1.clone()))
+        .collect();
+    let invalid = PluginVal::String("invalid-argument".into());
+    assert_eq!(
+        refused,
+        [
+            (PluginVal::U64(0x04), invalid.clone()),
+            (PluginVal::U64(0x0f), invalid)
+        ]
+    );
+    assert!(tps.iter().all(|(id, _)| *id >= 0x7000));
+}
+
 /// CQ-CTRL-2.
 #[test]
 fn plugin_control_to_a_missing_id_is_not_bound() {

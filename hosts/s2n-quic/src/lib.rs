@@ -69,6 +69,8 @@ pub fn capabilities() -> HostCapabilities {
         readable: FieldSet::all(),
         writable,
         routines: Routine::ALL.to_vec(),
+        // s2n-quic's own parameters (dc and MTU probing extensions).
+        stack_transport_parameters: vec![0xdc_0000, 0xdc_0002],
     }
 }
 

@@ -739,11 +739,19 @@ pub fn judge(test: &str, runs: &[RunOutcome]) -> Vec<Check> {
                     ),
                 ));
                 let client = r.client.stats.as_ref();
+                // The server's CONNECTION_CLOSE must reach the client
+                // (spec CQ-LIMIT-9): a client that only times out was left
+                // stranded. Stacks show the code in hex or in decimal.
+                let plugin_failure = |close: &str| {
+                    close.to_lowercase().contains("0x43510001") || close.contains("1129381889")
+                };
                 checks.push(check(
-                    "the client is unharmed: its connection ends, it reports why and exits by itself",
+                    "the client is unharmed: it is sent the plugin-failure close, reports it and exits by itself",
                     r.client.exit_code == Some(1)
                         && client.is_some_and(|c| {
-                            !c.ok && c.bytes < r.spec.file_size && c.close.is_some()
+                            !c.ok
+                                && c.bytes < r.spec.file_size
+                                && c.close.as_deref().is_some_and(plugin_failure)
                         }),
                     format!(
                         "exit {:?}, close {:?}",
@@ -854,6 +862,32 @@ mod tests {
             runner_error: None,
             spec,
         }
+    }
+
+    /// The hostile cell's client check: the plugin-failure close, or the
+    /// client was stranded.
+    fn hostile_client_check(client_close: &str) -> Check {
+        let mut run = synthetic("hostile", 1000, &[1200], &[50]);
+        let (stats, stats_json) = stats(&format!(
+            r#"{{"schema":1,"ok":false,"bytes":1000,"close":"{client_close}"}}"#
+        ));
+        run.client.exit_code = Some(1);
+        run.client.stats = stats;
+        run.client.stats_json = stats_json;
+        judge("hostile", &[run])
+            .into_iter()
+            .find(|c| c.name.starts_with("the client is unharmed"))
+            .expect("check")
+    }
+
+    #[test]
+    fn a_hostile_cells_client_must_be_sent_the_plugin_failure_close() {
+        assert!(
+            hostile_client_check("closed by peer: plugin hostile trapped (code 1129381889)").passed
+        );
+        assert!(hostile_client_check("peer application close 0x43510001: plugin hostile").passed);
+        let stranded = hostile_client_check("timed out");
+        assert!(!stranded.passed, "{stranded:?}");
     }
 
     #[test]

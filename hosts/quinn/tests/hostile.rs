@@ -12,11 +12,15 @@ use corequic_endpoint::testing::{Side, run, sibling_binary};
 
 const QUINN: &str = env!("CARGO_BIN_EXE_quinn-endpoint");
 /// The liar's plugin-control: which lie (see plugins/testing/liar).
-const LIES: [(&str, &str); 4] = [
+const LIES: [(&str, &str); 5] = [
     ("0:0x4c0001:1", "frame-wire-len larger than the room"),
     ("0:0x4c0001:2", "a short write"),
     ("0:0x4c0001:3", "frame-wire-len 0"),
     ("0:0x4c0001:4", "a write past the buffer"),
+    (
+        "0:0x4c0001:5",
+        "another frame (CONNECTION_CLOSE) than its own",
+    ),
 ];
 
 fn liar(binary: &str, control: &str) -> Side {

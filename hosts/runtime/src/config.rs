@@ -56,5 +56,12 @@ pub fn is_standard_transport_parameter(id: u64) -> bool {
 }
 /// Largest `random-bytes` request.
 pub const MAX_RANDOM_BYTES: u32 = 1024;
+/// Log bytes (messages, field keys and values) that one plugin may pass to
+/// the embedder on one connection; further records are dropped and counted
+/// (CQ-LIMIT-12). A plugin logging 100 KiB per observed frame made a host
+/// take over a gigabyte for one 5 MB transfer before this bound.
+pub const MAX_LOG_BYTES: usize = 1 << 20;
+/// Fields kept of one log record.
+pub const MAX_LOG_FIELDS: usize = 32;
 /// Log messages are truncated to this many bytes.
 pub const MAX_LOG_MESSAGE: usize = 4096;

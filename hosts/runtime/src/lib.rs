@@ -27,6 +27,7 @@ pub mod abi;
 pub mod config;
 mod deadline;
 mod error;
+mod frames;
 mod host;
 pub mod mock;
 mod runtime;

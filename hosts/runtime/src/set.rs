@@ -34,6 +34,8 @@ struct Slot {
     removed: Option<Fault>,
     calls: u64,
     errors: u64,
+    /// `init` has run (CQ-LOAD-14): no other routine is called before.
+    initialised: bool,
 }
 
 /// A fast hasher for the (routine, parameter) route keys, which are looked up
@@ -98,6 +100,9 @@ pub struct PluginStats {
     pub denied: u64,
     /// Why the plugin was removed from the connection, if it was.
     pub removed: Option<String>,
+    /// Log records dropped because the plugin spent its log budget
+    /// (CQ-LIMIT-12).
+    pub logs_dropped: u64,
 }
 
 enum CallFailure {
@@ -119,6 +124,9 @@ pub struct PluginSet {
     faults: Vec<Fault>,
     /// Transport parameter ids the stack sends itself (CQ-API-8).
     stack_transport_parameters: Vec<u64>,
+    /// Frame types whose registration last said it had a frame to send and
+    /// then produced none (CQ-SEND-6).
+    unproductive: std::collections::HashSet<u64>,
 }
 
 fn erase(conn: &mut dyn HostConnection) -> *mut (dyn HostConnection + 'static) {
@@ -192,6 +200,7 @@ impl PluginSet {
                 removed: None,
                 calls: 0,
                 errors: 0,
+                initialised: false,
             });
         }
         Ok(PluginSet {
@@ -203,6 +212,7 @@ impl PluginSet {
             regs_scratch: Vec::new(),
             faults: Vec::new(),
             stack_transport_parameters: runtime.capabilities().stack_transport_parameters.clone(),
+            unproductive: Default::default(),
         })
     }
 
@@ -263,8 +273,10 @@ impl PluginSet {
                 }
                 slot.removed = Some(fault.clone());
                 self.faults.push(fault.clone());
+                let halted = live.store.data().halted_sending;
                 // Dropping the store releases the instance back to the pool.
                 drop(live);
+                self.release_halt(conn, halted);
                 Err(CallFailure::Fault(fault))
             }
         }
@@ -272,6 +284,9 @@ impl PluginSet {
 
     fn usable(&self, idx: usize, routine: Routine) -> bool {
         let slot = &self.slots[idx];
+        if !slot.initialised {
+            return false;
+        }
         match &slot.live {
             Some(live) => routine.before_enable() || live.store.data().enabled,
             None => false,
@@ -347,7 +362,7 @@ impl PluginSet {
     /// Log an error result the routine ignores (observers, on-frame-reserved,
     /// notify-frame, timeouts).
     fn log_ignored<R>(
-        &self,
+        &mut self,
         conn: &mut dyn HostConnection,
         idx: usize,
         routine: &str,
@@ -355,12 +370,15 @@ impl PluginSet {
         result: Result<R, CallFailure>,
     ) {
         if let Err(CallFailure::Plugin(error)) = result {
-            conn.log(LogRecord {
-                plugin: self.slots[idx].info.name.clone(),
-                level: abi::LogLevel::Warn,
-                message: format!("{routine} ({}) returned an error: {error}", anchor.name()),
-                fields: Vec::new(),
-            });
+            self.log_for(
+                conn,
+                LogRecord {
+                    plugin: self.slots[idx].info.name.clone(),
+                    level: abi::LogLevel::Warn,
+                    message: format!("{routine} ({}) returned an error: {error}", anchor.name()),
+                    fields: Vec::new(),
+                },
+            );
         }
     }
 
@@ -373,11 +391,16 @@ impl PluginSet {
             let r = self.invoke(conn, idx, Anchor::Define, "init", |b, s| {
                 b.core_quic_plugin_routines().call_init(s)
             });
+            self.slots[idx].initialised = true;
             let name = self.slots[idx].info.name.clone();
             match r {
                 Ok(()) | Err(CallFailure::Unavailable) => {}
                 Err(CallFailure::Plugin(error)) => {
-                    self.slots[idx].live = None;
+                    let halted = self.slots[idx]
+                        .live
+                        .take()
+                        .is_some_and(|l| l.store.data().halted_sending);
+                    self.release_halt(conn, halted);
                     self.slots[idx].removed = Some(Fault {
                         plugin: name.clone(),
                         routine: "init",
@@ -462,8 +485,9 @@ impl PluginSet {
             return;
         };
         slot.errors += 1;
-        conn.log(LogRecord {
-            plugin: slot.info.name.clone(),
+        let plugin = slot.info.name.clone();
+        self.log_for(conn, LogRecord {
+            plugin,
             level: abi::LogLevel::Warn,
             message: format!(
                 "transport parameter {id:#x} omitted: its {encoded} bytes exceed the {left} bytes \
@@ -471,6 +495,70 @@ impl PluginSet {
             ),
             fields: Vec::new(),
         });
+    }
+
+    /// A DEFINE result the runtime discarded as invalid (a length that
+    /// disagrees with `frame-wire-len`, bytes that are not the registered
+    /// frame): an error of the defining plugin, counted and logged.
+    fn count_invalid_result(
+        &mut self,
+        conn: &mut dyn HostConnection,
+        routine: Routine,
+        param: u64,
+        why: &str,
+    ) {
+        let Some(idx) = self
+            .route_index
+            .get(&(routine as u8, param))
+            .and_then(|&rid| self.routes[rid].define)
+        else {
+            return;
+        };
+        let slot = &mut self.slots[idx];
+        slot.errors += 1;
+        let plugin = slot.info.name.clone();
+        self.log_for(
+            conn,
+            LogRecord {
+                plugin,
+                level: abi::LogLevel::Warn,
+                message: format!("discarded: {why}"),
+                fields: Vec::new(),
+            },
+        );
+    }
+
+    /// Pass a record attributed to a plugin to the connection's log, within
+    /// that plugin's log budget (CQ-LIMIT-12): the runtime's records about a
+    /// plugin count against it like the plugin's own.
+    fn log_for(&mut self, conn: &mut dyn HostConnection, mut record: LogRecord) {
+        let live = self
+            .slots
+            .iter_mut()
+            .find(|s| s.info.name == record.plugin)
+            .and_then(|s| s.live.as_mut());
+        if live.is_none_or(|l| l.store.data_mut().charge_log(&mut record)) {
+            conn.log(record);
+        }
+    }
+
+    /// A plugin that had set `sending-halted` was removed: clear the field
+    /// unless another live plugin holds it, so the connection does not stall
+    /// for ever (CQ-LIMIT-7).
+    fn release_halt(&mut self, conn: &mut dyn HostConnection, removed_had_halted: bool) {
+        let held_by_another = self
+            .slots
+            .iter()
+            .filter_map(|s| s.live.as_ref())
+            .any(|l| l.store.data().halted_sending);
+        if removed_had_halted && !held_by_another {
+            let field = abi::FieldRef {
+                id: abi::FieldId::SendingHalted,
+                space: None,
+            };
+            // A host that lets plugins write the field can also clear it.
+            let _ = conn.set_field(field, PluginVal::Bool(false));
+        }
     }
 
     /// Whether the stack sends transport parameter `id` itself (CQ-API-8).
@@ -544,7 +632,10 @@ impl PluginSet {
             SendPosition::AfterAck,
             SendPosition::End,
         ] {
-            regs.extend(self.registrations(position).filter(|r| r.ack_eliciting));
+            regs.extend(
+                self.registrations(position)
+                    .filter(|r| r.ack_eliciting && !self.unproductive.contains(&r.frame_type)),
+            );
         }
         let wants = regs.iter().any(|r| {
             let ctx = SendContext {
@@ -635,7 +726,14 @@ impl PluginSet {
             },
         );
         match written {
-            Ok(n) if n == len => Ok(()),
+            Ok(n) if n == len => {
+                // Only the registered frame may reach the packet (CQ-SEND-11).
+                let start = out.len() - n;
+                crate::frames::check_written(frame.frame_type, &out[start..]).map_err(|why| {
+                    out.truncate(start);
+                    RoutineError::InvalidResult(format!("write-frame: {why}"))
+                })
+            }
             Ok(n) => {
                 out.truncate(out.len() - n);
                 Err(RoutineError::InvalidResult(format!(
@@ -714,6 +812,10 @@ impl PluginSet {
             if !matches!(self.should_send_frame(conn, ty, ctx), Ok(true)) {
                 continue;
             }
+            // Until it commits a frame, a registration that said it had one
+            // and then produced none no longer makes the host build packets
+            // for it (`wants_to_send`): it would otherwise spin the send loop.
+            self.unproductive.insert(ty);
             let Ok(Some(frame)) = self.prepare_frame(conn, ty, ctx) else {
                 continue;
             };
@@ -721,9 +823,13 @@ impl PluginSet {
                 Ok(len) if len <= ctx.room && len > 0 => len as usize,
                 _ => continue,
             };
-            if self.write_frame(conn, frame, len, out).is_err() {
+            if let Err(e) = self.write_frame(conn, frame, len, out) {
+                if let RoutineError::InvalidResult(why) = e {
+                    self.count_invalid_result(conn, Routine::WriteFrame, ty, &why);
+                }
                 continue;
             }
+            self.unproductive.remove(&ty);
             written.push(WrittenFrame {
                 frame,
                 ack_eliciting: reg.ack_eliciting,
@@ -765,14 +871,22 @@ impl PluginSet {
         r
     }
 
-    fn log_routine_error(&self, conn: &mut dyn HostConnection, routine: &str, e: &RoutineError) {
+    fn log_routine_error(
+        &mut self,
+        conn: &mut dyn HostConnection,
+        routine: &str,
+        e: &RoutineError,
+    ) {
         if let RoutineError::Plugin { plugin, error } = e {
-            conn.log(LogRecord {
-                plugin: plugin.clone(),
-                level: abi::LogLevel::Warn,
-                message: format!("{routine} returned an error: {error}"),
-                fields: Vec::new(),
-            });
+            self.log_for(
+                conn,
+                LogRecord {
+                    plugin: plugin.clone(),
+                    level: abi::LogLevel::Warn,
+                    message: format!("{routine} returned an error: {error}"),
+                    fields: Vec::new(),
+                },
+            );
         }
     }
 
@@ -908,15 +1022,18 @@ impl PluginSet {
         let plugin = self.slots[idx].info.name.clone();
         if let Some(mut description) = self.log_frame(conn, &Frame::Extension(frame)) {
             truncate_log_text(&mut description);
-            conn.log(LogRecord {
-                plugin,
-                level: abi::LogLevel::Debug,
-                message: message.into(),
-                fields: vec![
-                    ("frame-type".into(), PluginVal::U64(frame.frame_type)),
-                    ("description".into(), PluginVal::String(description)),
-                ],
-            });
+            self.log_for(
+                conn,
+                LogRecord {
+                    plugin,
+                    level: abi::LogLevel::Debug,
+                    message: message.into(),
+                    fields: vec![
+                        ("frame-type".into(), PluginVal::U64(frame.frame_type)),
+                        ("description".into(), PluginVal::String(description)),
+                    ],
+                },
+            );
         }
     }
 
@@ -988,6 +1105,12 @@ impl PluginSet {
         if let Some(fault) = &self.slots[idx].removed {
             return Err(Error::Failed(format!("the callee was removed: {fault}")));
         }
+        if !self.slots[idx].initialised {
+            return Err(Error::Failed(format!(
+                "plugin {} has not been initialised yet (CQ-LOAD-14)",
+                self.slots[idx].info.name
+            )));
+        }
         if !self.usable(idx, Routine::PluginControl) {
             return Err(Error::Failed("plugin busy".into()));
         }
@@ -1047,6 +1170,7 @@ impl PluginSet {
                 errors: s.errors,
                 denied: s.live.as_ref().map_or(0, |l| l.store.data().denied),
                 removed: s.removed.as_ref().map(|f| f.to_string()),
+                logs_dropped: s.live.as_ref().map_or(0, |l| l.store.data().logs_dropped),
             })
             .collect()
     }

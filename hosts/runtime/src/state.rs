@@ -6,9 +6,12 @@
 //! permission or field. A failed check returns `error::denied` and is counted.
 
 use crate::abi::{
-    Anchor, Error, FieldRef, Frame, FrameRegistration, LogLevel, Permission, PluginVal, host_api,
+    Anchor, Error, FieldId, FieldRef, Frame, FrameRegistration, LogLevel, Permission, PluginVal,
+    host_api,
 };
-use crate::config::{MAX_RANDOM_BYTES, RuntimeConfig};
+use crate::config::{
+    MAX_LOG_BYTES, MAX_LOG_FIELDS, MAX_LOG_MESSAGE, MAX_RANDOM_BYTES, RuntimeConfig,
+};
 use crate::host::{HostConnection, LogRecord, truncate_log_text};
 use crate::runtime::PluginInfo;
 use crate::set::PluginSet;
@@ -53,6 +56,12 @@ pub(crate) struct PluginState {
     pub(crate) timers: Vec<(u64, u64)>,
     pub(crate) max_timers: usize,
     pub(crate) denied: u64,
+    /// This plugin's last successful write of `sending-halted` was `true`.
+    pub(crate) halted_sending: bool,
+    /// Log bytes this plugin may still pass on this connection (CQ-LIMIT-12).
+    pub(crate) log_budget: usize,
+    /// Log records dropped because the budget was spent.
+    pub(crate) logs_dropped: u64,
     /// The thread's CPU time when the current call started.
     pub(crate) call_started: std::time::Duration,
     /// CPU budget of one call.
@@ -67,6 +76,36 @@ pub(crate) struct PluginState {
 }
 
 impl PluginState {
+    /// Bounds `record` (at most [`MAX_LOG_FIELDS`] fields, keys and string
+    /// or byte values cut to [`MAX_LOG_MESSAGE`] bytes) and charges its size
+    /// to this plugin's log budget. `false`: the budget is spent, the record
+    /// is to be dropped, and the drop is counted.
+    pub(crate) fn charge_log(&mut self, record: &mut LogRecord) -> bool {
+        record.fields.truncate(MAX_LOG_FIELDS);
+        let mut size = record.message.len();
+        for (key, value) in &mut record.fields {
+            truncate_log_text(key);
+            size += key.len()
+                + match value {
+                    PluginVal::String(text) => {
+                        truncate_log_text(text);
+                        text.len()
+                    }
+                    PluginVal::Bytes(bytes) => {
+                        bytes.truncate(MAX_LOG_MESSAGE);
+                        bytes.len()
+                    }
+                    _ => 16,
+                };
+        }
+        if size > self.log_budget {
+            self.logs_dropped += 1;
+            return false;
+        }
+        self.log_budget -= size;
+        true
+    }
+
     pub(crate) fn new(config: &RuntimeConfig, info: Option<Arc<PluginInfo>>, index: usize) -> Self {
         PluginState {
             info,
@@ -89,6 +128,9 @@ impl PluginState {
             timers: Vec::new(),
             max_timers: config.max_timers,
             denied: 0,
+            halted_sending: false,
+            log_budget: MAX_LOG_BYTES,
+            logs_dropped: 0,
             call_started: std::time::Duration::ZERO,
             call_deadline: config.call_deadline,
             over_deadline_at: None,
@@ -240,8 +282,16 @@ impl host_api::Host for PluginState {
                 field.id.name()
             )));
         }
+        let halt = match (field.id, &value) {
+            (FieldId::SendingHalted, PluginVal::Bool(b)) => Some(*b),
+            _ => None,
+        };
         // SAFETY: see `Scope`.
-        unsafe { &mut *scope.conn }.set_field(field, value)
+        unsafe { &mut *scope.conn }.set_field(field, value)?;
+        if let Some(halt) = halt {
+            self.halted_sending = halt;
+        }
+        Ok(())
     }
 
     fn register_frame(&mut self, registration: FrameRegistration) -> Result<(), Error> {
@@ -249,6 +299,13 @@ impl host_api::Host for PluginState {
         self.permit("register-frame", Permission::Registration)?;
         if registration.frame_type >= 1 << 62 {
             return Err(Error::InvalidArgument("frame type exceeds 2^62 - 1".into()));
+        }
+        if !crate::frames::registrable(registration.frame_type) {
+            return Err(Error::InvalidArgument(format!(
+                "frame type {:#x} is a standard frame the stack writes itself; only PADDING, \
+                 PING, PATH_CHALLENGE and PATH_RESPONSE may be registered",
+                registration.frame_type
+            )));
         }
         self.frames
             .retain(|r| r.frame_type != registration.frame_type);
@@ -366,13 +423,18 @@ impl host_api::Host for PluginState {
             .as_ref()
             .map(|i| i.name.clone())
             .unwrap_or_default();
-        // SAFETY: see `Scope`.
-        unsafe { &mut *scope.conn }.log(LogRecord {
+        let mut record = LogRecord {
             plugin,
             level,
             message,
             fields,
-        });
+        };
+        // Over the budget the call still succeeds; the record is dropped and
+        // counted (CQ-API-12, CQ-LIMIT-12).
+        if self.charge_log(&mut record) {
+            // SAFETY: see `Scope`.
+            unsafe { &mut *scope.conn }.log(record);
+        }
         Ok(())
     }
 

@@ -413,3 +413,110 @@ fn plugin_control_to_a_missing_id_is_not_bound() {
         Err(RoutineError::NotBound)
     );
 }
+
+/// CQ-SEND-11: a registration that writes another frame than its own (a
+/// CONNECTION_CLOSE in place of the liar's 0x4c59) gets nothing into the
+/// packet; the write is counted as its error and logged, and the transfer
+/// is intact. CQ-API-6: registering STREAM (0x08) is refused.
+#[test]
+fn a_registration_writes_only_its_own_frame() {
+    let mut p = pair(&["test-liar"], &[]);
+    p.handshake();
+    let set_mode =
+        p.client
+            .plugins
+            .plugin_control(&mut p.client.conn, 0x4c_0001, &[PluginVal::U64(5)]);
+    assert_eq!(set_mode, Ok(Vec::new()));
+    assert!(p.transfer(50_000, 20_000 * MS), "byte-exact transfer");
+    assert!(p.client.closed.is_none() && p.server.closed.is_none());
+    assert_eq!(p.client.plugin_frames_sent.get(&0x4c59), None);
+    let errors = p.client.plugins.stats()[0].errors;
+    let discarded = p
+        .client
+        .conn
+        .logs
+        .iter()
+        .filter(|r| {
+            r.message
+                == "discarded: write-frame: the bytes do not start with the registered frame type 0x4c59"
+        })
+        .count();
+    assert!(
+        discarded > 0 && errors >= discarded as u64,
+        "{discarded} {errors}"
+    );
+    let stream = p
+        .client
+        .plugins
+        .plugin_control(&mut p.client.conn, 0x4c_0002, &[]);
+    assert!(
+        matches!(&stream, Err(RoutineError::Plugin { error: Error::InvalidArgument(m), .. }) if m.contains("0x8")),
+        "{stream:?}"
+    );
+}
+
+/// CQ-LIMIT-7: a plugin removed after it set `sending-halted` does not leave
+/// the connection halted (it stalled for ever before).
+#[test]
+fn a_removed_plugin_does_not_leave_its_connection_halted() {
+    let mut p = pair(&[], &["test-observer"]);
+    p.handshake();
+    let server = &mut p.server;
+    assert_eq!(
+        server
+            .plugins
+            .plugin_control(&mut server.conn, 0x4f_0005, &[]),
+        Ok(Vec::new())
+    );
+    assert!(server.conn.sending_halted);
+    let trap = server
+        .plugins
+        .plugin_control(&mut server.conn, 0x4f_0006, &[]);
+    assert_eq!(fault_kind(&trap), Some(FaultKind::Trap));
+    assert!(!p.server.conn.sending_halted, "released with the plugin");
+    assert!(p.transfer(50_000, 20_000 * MS), "the transfer completes");
+}
+
+/// CQ-LOAD-14, CQ-CTRL-4: a plugin-control call from one plugin's `init`
+/// does not reach a plugin whose own `init` has not run yet.
+#[test]
+fn plugin_control_does_not_reach_a_plugin_before_its_init() {
+    // hostile's init calls padding's toggle; padding comes later.
+    let mut p = pair(&["test-hostile", "padding"], &[]);
+    let r = p
+        .client
+        .plugins
+        .plugin_control(&mut p.client.conn, 0x48_000a, &[]);
+    assert!(
+        matches!(&r, Err(RoutineError::Plugin { error: Error::Failed(m), .. }) if m.contains("plugin padding has not been initialised yet")),
+        "{r:?}"
+    );
+}
+
+/// CQ-LIMIT-12: a plugin that logs 4 MiB passes at most its 1 MiB budget to
+/// the connection's log; the rest is dropped, counted, and `log` still
+/// returns ok.
+#[test]
+fn log_records_stay_within_the_plugins_budget() {
+    let mut p = pair(&["test-hostile"], &[]);
+    let r = p
+        .client
+        .plugins
+        .plugin_control(&mut p.client.conn, 0x48_000b, &[PluginVal::U64(1000)]);
+    assert_eq!(r, Ok(Vec::new()));
+    let passed: usize = p
+        .client
+        .conn
+        .logs
+        .iter()
+        .filter(|l| l.plugin == "hostile")
+        .map(|l| l.message.len())
+        .sum();
+    let budget = corequic_runtime::config::MAX_LOG_BYTES;
+    assert!(
+        passed <= budget && passed > budget - 4096,
+        "{passed} bytes passed"
+    );
+    let stats = &p.client.plugins.stats()[0];
+    assert_eq!(stats.logs_dropped, 1000 - (passed / 4096) as u64);
+}

@@ -178,6 +178,7 @@ fn precompiled_artifacts_are_cached_on_disk_and_rebuilt_when_bad() {
         .expect("pair")
         .client
         .conn;
+    set.init(&mut conn);
     assert_eq!(
         set.plugin_control(&mut conn, 2, &[]),
         Ok(vec![PluginVal::None])

@@ -1,6 +1,6 @@
 //! A plugin that misbehaves on request, for the runtime's negative tests.
 //! Each plugin-control id triggers one misbehaviour right away or arms it
-//! for a later routine call (plugin-control ids 0x480001..0x480008). It DEFINEs routines, so its faults close the
+//! for a later routine call (plugin-control ids 0x480001..0x48000b). It DEFINEs routines, so its faults close the
 //! connection; `observer` is its counterpart that only observes.
 
 #![cfg_attr(target_arch = "wasm32", no_std)]
@@ -23,11 +23,21 @@ const WRITE_UNDECLARED: u64 = 0x48_0005;
 const LAST_ERROR: u64 = 0x48_0006;
 const ARM_TRAP_IN_DEFINE: u64 = 0x48_0007;
 const ECHO: u64 = 0x48_0008;
+/// Set `sending-halted` (then TRAP removes it with the connection halted).
+const HALT: u64 = 0x48_0009;
+/// The result of the plugin-control call `init` made to padding's toggle
+/// (0x80001), which may not run before padding's own `init`.
+const INIT_CONTROL_RESULT: u64 = 0x48_000a;
+/// Log `u64` records of 4 KiB each.
+const LOG_FLOOD: u64 = 0x48_000b;
+/// Padding's toggle.
+const PADDING_TOGGLE: u64 = 0x8_0001;
 
 #[derive(Default)]
 struct Hostile {
     trap_in_define: bool,
     last_error: Option<Error>,
+    init_control: Option<Result<Vec<PluginVal>>>,
 }
 
 fn trap() -> ! {
@@ -45,13 +55,21 @@ impl Plugin for Hostile {
             LAST_ERROR,
         ]
         .into_iter()
-        .chain([ARM_TRAP_IN_DEFINE, ECHO])
+        .chain([
+            ARM_TRAP_IN_DEFINE,
+            ECHO,
+            HALT,
+            INIT_CONTROL_RESULT,
+            LOG_FLOOD,
+        ])
         .fold(Manifest::new("hostile", "0.1.0"), |m, id| m.control(id))
         .bind(Routine::ShouldSendFrame, Anchor::Define, FRAME_HOSTILE)
         .bind(Routine::WriteTransportParameter, Anchor::Define, TP_HOSTILE)
         .reads(&[FieldId::IsServer])
         .writes(&[FieldId::SendingHalted])
         .permission(Permission::Registration)
+        .permission(Permission::PluginControl)
+        .permission(Permission::Logging)
     }
 
     fn init(&mut self) -> Result<()> {
@@ -63,6 +81,10 @@ impl Plugin for Hostile {
             in_flight: false,
         })?;
         host::enable();
+        self.init_control = Some(host::call_plugin_control(
+            PADDING_TOGGLE,
+            &[PluginVal::Bool(true)],
+        ));
         Ok(())
     }
 
@@ -111,6 +133,22 @@ impl Plugin for Hostile {
                 Ok(Vec::new())
             }
             ECHO => Ok(args),
+            HALT => host::set(FieldId::SendingHalted, PluginVal::Bool(true)).map(|()| Vec::new()),
+            INIT_CONTROL_RESULT => self
+                .init_control
+                .take()
+                .unwrap_or_else(|| Err(Error::NotFound(String::from("no init control")))),
+            LOG_FLOOD => {
+                let n = match args.as_slice() {
+                    [PluginVal::U64(n)] => *n,
+                    _ => 0,
+                };
+                let text = String::from_utf8(vec![b'x'; 4096]).unwrap_or_default();
+                for _ in 0..n {
+                    host::log(LogLevel::Info, &text, &[])?;
+                }
+                Ok(Vec::new())
+            }
             _ => Err(Error::NotFound(String::from("unknown plugin-control id"))),
         }
     }

@@ -10,6 +10,10 @@
 //! | 2 | 8 | 4 bytes (a short write) |
 //! | 3 | 0 | — |
 //! | 4 | 8 | as many bytes as the buffer takes, then more (a long write) |
+//! | 5 | 8 | 8 bytes of a CONNECTION_CLOSE frame (another frame than its own) |
+//!
+//! Its `init` also tries to register STREAM (0x08), a standard frame type;
+//! plugin-control `0x4c0002` returns what that registration returned.
 
 #![cfg_attr(target_arch = "wasm32", no_std)]
 
@@ -22,11 +26,14 @@ use corequic_sdk::*;
 const FRAME_LIAR: u64 = 0x4c59;
 /// Plugin-control: set the mode (u64).
 const CONTROL_MODE: u64 = 0x4c_0001;
+/// Plugin-control: the result of registering STREAM in `init`.
+const CONTROL_STREAM_REGISTRATION: u64 = 0x4c_0002;
 
 #[derive(Default)]
 struct Liar {
     mode: u64,
     room: u64,
+    stream_registration: Option<Result<()>>,
 }
 
 impl Plugin for Liar {
@@ -42,6 +49,7 @@ impl Plugin for Liar {
             m.bind(r, Anchor::Define, FRAME_LIAR)
         })
         .control(CONTROL_MODE)
+        .control(CONTROL_STREAM_REGISTRATION)
         .permission(Permission::Registration)
     }
 
@@ -52,6 +60,12 @@ impl Plugin for Liar {
             ack_eliciting: true,
             in_flight: true,
         })?;
+        self.stream_registration = Some(host::register_frame(FrameRegistration {
+            frame_type: 0x08,
+            position: SendPosition::End,
+            ack_eliciting: true,
+            in_flight: true,
+        }));
         host::enable();
         Ok(())
     }
@@ -81,6 +95,7 @@ impl Plugin for Liar {
     fn write_frame(&mut self, _: Anchor, _: ExtFrame, out: &OutBuf) -> Result<()> {
         match self.mode {
             2 => out.put(&[0x40, 0x4c, 0x59, 0]),
+            5 => out.put(&[0x1c, 0, 0, 0, 0, 0, 0, 0]),
             _ => {
                 out.put(&vec![0u8; out.capacity() as usize])?;
                 out.put(&[0])
@@ -90,11 +105,15 @@ impl Plugin for Liar {
 
     fn plugin_control(&mut self, id: u64, args: Vec<PluginVal>) -> Result<Vec<PluginVal>> {
         match (id, args.as_slice()) {
-            (CONTROL_MODE, [PluginVal::U64(mode)]) if *mode <= 4 => {
+            (CONTROL_MODE, [PluginVal::U64(mode)]) if *mode <= 5 => {
                 self.mode = *mode;
                 Ok(Vec::new())
             }
-            _ => Err(Error::InvalidArgument(String::from("mode 0..=4 expected"))),
+            (CONTROL_STREAM_REGISTRATION, _) => self
+                .stream_registration
+                .take()
+                .map_or_else(|| Ok(Vec::new()), |r| r.map(|()| Vec::new())),
+            _ => Err(Error::InvalidArgument(String::from("mode 0..=5 expected"))),
         }
     }
 }

@@ -1,6 +1,8 @@
 //! A plugin that only observes (AFTER process-frame of ACK) and, when armed
 //! through plugin-control, traps or attempts a mutation there. Its faults
-//! must leave the connection running.
+//! must leave the connection running. Through plugin-control it can also
+//! halt sending and trap at once, to show that its removal releases the
+//! halt.
 
 #![cfg_attr(target_arch = "wasm32", no_std)]
 
@@ -16,6 +18,10 @@ const ARM_MUTATE: u64 = 0x4f_0002;
 const LAST_ERROR: u64 = 0x4f_0003;
 /// Returns the number of ACK frames observed.
 const OBSERVED: u64 = 0x4f_0004;
+/// Sets `sending-halted` (allowed: plugin-control is not an observer call).
+const HALT: u64 = 0x4f_0005;
+/// Traps right away.
+const TRAP: u64 = 0x4f_0006;
 
 #[derive(Default)]
 struct Observer {
@@ -33,6 +39,8 @@ impl Plugin for Observer {
             .control(ARM_MUTATE)
             .control(LAST_ERROR)
             .control(OBSERVED)
+            .control(HALT)
+            .control(TRAP)
             .writes(&[FieldId::SendingHalted])
     }
 
@@ -65,6 +73,8 @@ impl Plugin for Observer {
                 }
             }
             OBSERVED => return Ok(alloc::vec![PluginVal::U64(self.observed)]),
+            HALT => host::set(FieldId::SendingHalted, PluginVal::Bool(true))?,
+            TRAP => core::arch::wasm32::unreachable(),
             _ => return Err(Error::NotFound(String::from("unknown plugin-control id"))),
         }
         Ok(Vec::new())

@@ -282,12 +282,21 @@ pub fn is_standard_frame_type(ty: u64) -> bool {
 /// (same major; while major is 0, same minor and plugin patch ≤ host patch;
 /// from 1.0, plugin (minor, patch) ≤ host (minor, patch)).
 pub fn abi_compatible(plugin: &str, host: &str) -> bool {
+    // Three decimal numbers: digits only, no sign, no white space, no
+    // leading zeros (CQ-VER-5, CQ-VER-6).
+    fn number(part: &str) -> Option<u64> {
+        let digits = !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
+        let leading_zero = part.len() > 1 && part.starts_with('0');
+        (digits && !leading_zero).then(|| part.parse().ok())?
+    }
     fn parse(v: &str) -> Option<(u64, u64, u64)> {
-        let mut it = v.trim().splitn(3, '.');
-        let major = it.next()?.parse().ok()?;
-        let minor = it.next()?.parse().ok()?;
-        let patch = it.next()?.parse().ok()?;
-        Some((major, minor, patch))
+        let mut it = v.split('.');
+        let version = (
+            number(it.next()?)?,
+            number(it.next()?)?,
+            number(it.next()?)?,
+        );
+        it.next().is_none().then_some(version)
     }
     match (parse(plugin), parse(host)) {
         (Some((pm, pn, pp)), Some((hm, hn, hp))) => {

@@ -3,7 +3,7 @@
 
 use crate::abi::{self, Anchor, BindingsPre, FieldId, Permission, PluginManifest, Routine};
 use crate::config::RuntimeConfig;
-use crate::error::LoadError;
+use crate::error::{FaultKind, LoadError};
 use crate::set::PluginSet;
 use crate::state::PluginState;
 use std::collections::hash_map::DefaultHasher;
@@ -307,6 +307,15 @@ impl Runtime {
             message: e.to_string(),
         };
         let component = self.compile(bytes).map_err(compile_err)?;
+        // A component built against another package version fails to link;
+        // say so the way CQ-VER-7 asks instead of with the linker's error.
+        if let Some(version) = self.foreign_abi_version(&component) {
+            return Err(LoadError::AbiVersion {
+                plugin: origin.into(),
+                plugin_abi: version,
+                host_abi: abi::ABI_VERSION.into(),
+            });
+        }
         let instance_pre = self
             .linker
             .instantiate_pre(&component)
@@ -321,12 +330,39 @@ impl Runtime {
         let manifest = pre
             .instantiate(&mut store)
             .and_then(|b| b.core_quic_plugin_routines().call_manifest(&mut store))
-            .map_err(compile_err)?;
+            .map_err(|e| {
+                // Name the cause (CQ-LOAD-3): a deadline interrupt reads as
+                // a bare "interrupt" otherwise.
+                let cause = match crate::set::classify(&e) {
+                    FaultKind::Deadline => "exceeded its CPU deadline",
+                    FaultKind::Memory => "exceeded its memory limit",
+                    _ => "trapped",
+                };
+                LoadError::Compile {
+                    plugin: origin.into(),
+                    message: format!("the plugin {cause} in manifest: {e:#}"),
+                }
+            })?;
         let info = self.validate(manifest, grants)?;
         Ok(Arc::new(Plugin {
             info: Arc::new(info),
             pre,
         }))
+    }
+
+    /// The `core-quic:plugin` package version a component imports or
+    /// exports, when it is not one this host is compatible with.
+    fn foreign_abi_version(&self, component: &Component) -> Option<String> {
+        let ty = component.component_type();
+        let names: Vec<String> = ty
+            .imports(&self.engine)
+            .map(|(name, _)| name.to_string())
+            .chain(ty.exports(&self.engine).map(|(name, _)| name.to_string()))
+            .collect();
+        names.into_iter().find_map(|name| {
+            let version = name.strip_prefix("core-quic:plugin/")?.split_once('@')?.1;
+            (!abi::abi_compatible(version, abi::ABI_VERSION)).then(|| version.to_string())
+        })
     }
 
     fn compile(&self, bytes: &[u8]) -> wasmtime::Result<Component> {

@@ -136,7 +136,7 @@ fn erase(conn: &mut dyn HostConnection) -> *mut (dyn HostConnection + 'static) {
     unsafe { std::mem::transmute(ptr) }
 }
 
-fn classify(err: &wasmtime::Error) -> FaultKind {
+pub(crate) fn classify(err: &wasmtime::Error) -> FaultKind {
     if err.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::Interrupt) {
         return FaultKind::Deadline;
     }

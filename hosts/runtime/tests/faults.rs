@@ -63,6 +63,54 @@ fn abi_compatibility_follows_semver() {
     assert!(!abi::abi_compatible("1.2.2", "1.2.1"));
     assert!(!abi::abi_compatible("1.3.0", "1.2.0"));
     assert!(!abi::abi_compatible("garbage", "0.1.0"));
+    // Three decimal numbers and nothing else (CQ-VER-6).
+    for bad in [
+        " 0.1.0", "0.1.0 ", "0.+1.0", "0.01.0", "0.1.0.0", "0.1", "0..1", "-0.1.0",
+    ] {
+        assert!(!abi::abi_compatible(bad, "0.1.0"), "{bad:?}");
+    }
+}
+
+/// CQ-VER-7: a component built against another version of the WIT package
+/// (its imports name `core-quic:plugin/…@0.2.0`) is refused with the
+/// version error, not the linker's.
+#[test]
+fn a_component_built_against_another_wit_version_is_refused_naming_both_versions() {
+    let mut types = wasm_encoder::ComponentTypeSection::new();
+    types.instance(&wasm_encoder::InstanceType::new());
+    let mut imports = wasm_encoder::ComponentImportSection::new();
+    imports.import(
+        "core-quic:plugin/host@0.2.0",
+        wasm_encoder::ComponentTypeRef::Instance(0),
+    );
+    let mut component = wasm_encoder::Component::new();
+    component.section(&types).section(&imports);
+    let err = runtime()
+        .load_bytes("future.wasm", &component.finish(), &Grants::all())
+        .expect_err("refused");
+    assert_eq!(
+        err,
+        LoadError::AbiVersion {
+            plugin: "future.wasm".into(),
+            plugin_abi: "0.2.0".into(),
+            host_abi: abi::ABI_VERSION.into()
+        }
+    );
+}
+
+/// CQ-LOAD-3: a `manifest` that never returns is cut at the CPU deadline and
+/// the plugin is refused with an error that says so.
+#[test]
+fn an_endless_manifest_is_refused_naming_the_cpu_deadline() {
+    let err = runtime()
+        .load_file(&plugin_path("test-endless-manifest"), &Grants::all())
+        .expect_err("refused");
+    let text = err.to_string();
+    assert!(
+        text.contains("test-endless-manifest")
+            && text.contains("exceeded its CPU deadline in manifest"),
+        "{text}"
+    );
 }
 
 /// CQ-VER-2, CQ-VER-5.

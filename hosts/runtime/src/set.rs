@@ -36,6 +36,8 @@ struct Slot {
     errors: u64,
     /// `init` has run (CQ-LOAD-14): no other routine is called before.
     initialised: bool,
+    /// Log records dropped, kept here once the plugin is removed.
+    logs_dropped_when_removed: u64,
 }
 
 /// A fast hasher for the (routine, parameter) route keys, which are looked up
@@ -201,6 +203,7 @@ impl PluginSet {
                 calls: 0,
                 errors: 0,
                 initialised: false,
+                logs_dropped_when_removed: 0,
             });
         }
         Ok(PluginSet {
@@ -274,6 +277,7 @@ impl PluginSet {
                 slot.removed = Some(fault.clone());
                 self.faults.push(fault.clone());
                 let halted = live.store.data().halted_sending;
+                slot.logs_dropped_when_removed = live.store.data().logs_dropped;
                 // Dropping the store releases the instance back to the pool.
                 drop(live);
                 self.release_halt(conn, halted);
@@ -1170,7 +1174,10 @@ impl PluginSet {
                 errors: s.errors,
                 denied: s.live.as_ref().map_or(0, |l| l.store.data().denied),
                 removed: s.removed.as_ref().map(|f| f.to_string()),
-                logs_dropped: s.live.as_ref().map_or(0, |l| l.store.data().logs_dropped),
+                logs_dropped: s
+                    .live
+                    .as_ref()
+                    .map_or(s.logs_dropped_when_removed, |l| l.store.data().logs_dropped),
             })
             .collect()
     }

@@ -567,4 +567,11 @@ fn log_records_stay_within_the_plugins_budget() {
     );
     let stats = &p.client.plugins.stats()[0];
     assert_eq!(stats.logs_dropped, 1000 - (passed / 4096) as u64);
+    // The count survives the plugin's removal.
+    let trap = p
+        .client
+        .plugins
+        .plugin_control(&mut p.client.conn, TRAP, &[]);
+    assert_eq!(fault_kind(&trap), Some(FaultKind::Trap));
+    assert_eq!(p.client.plugins.stats()[0].logs_dropped, stats.logs_dropped);
 }

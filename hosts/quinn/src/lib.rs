@@ -262,7 +262,10 @@ impl HostConnection for QuinnConn<'_, '_> {
                 .packet_numbers(space_id(field.space))
                 .1
                 .map_or(PluginVal::None, PluginVal::U64),
-            FieldId::LargestReceived => PluginVal::U64(cx.packet_numbers(space_id(field.space)).2),
+            FieldId::LargestReceived => cx
+                .packet_numbers(space_id(field.space))
+                .2
+                .map_or(PluginVal::None, PluginVal::U64),
             FieldId::LatestRtt => PluginVal::from(cx.rtt().latest()),
             FieldId::SmoothedRtt => PluginVal::from(cx.rtt().get()),
             FieldId::MinRtt => PluginVal::from(cx.rtt().min()),

@@ -129,6 +129,9 @@ pub struct PluginSet {
     /// Frame types whose registration last said it had a frame to send and
     /// then produced none (CQ-SEND-6).
     unproductive: std::collections::HashSet<u64>,
+    /// The thread CPU time at which the outermost call into a plugin of this
+    /// connection started, while it runs.
+    outer_call_started: Option<std::time::Duration>,
 }
 
 fn erase(conn: &mut dyn HostConnection) -> *mut (dyn HostConnection + 'static) {
@@ -216,6 +219,7 @@ impl PluginSet {
             faults: Vec::new(),
             stack_transport_parameters: runtime.capabilities().stack_transport_parameters.clone(),
             unproductive: Default::default(),
+            outer_call_started: None,
         })
     }
 
@@ -240,7 +244,26 @@ impl PluginSet {
         };
         live.store.data_mut().scope = Some(scope);
         crate::deadline::start_call(&mut live.store, self.deadline_ticks);
+        // A plugin-control callee runs on its caller's CPU budget: time in
+        // callees counts towards the caller's deadline (CQ-LIMIT-2), so a
+        // caller cannot stretch one call by spreading work over callees.
+        let outermost = match self.outer_call_started {
+            Some(started) => {
+                live.store.data_mut().call_started = started;
+                // Check from the next tick on, not after a whole deadline:
+                // the caller may have used most of the budget already.
+                live.store.set_epoch_deadline(1);
+                false
+            }
+            None => {
+                self.outer_call_started = Some(live.store.data().call_started);
+                true
+            }
+        };
         let result = f(&live.bindings, &mut live.store);
+        if outermost {
+            self.outer_call_started = None;
+        }
         live.store.data_mut().scope = None;
         let slot = &mut self.slots[idx];
         slot.calls += 1;

@@ -1,6 +1,6 @@
 //! A plugin that misbehaves on request, for the runtime's negative tests.
 //! Each plugin-control id triggers one misbehaviour right away or arms it
-//! for a later routine call (plugin-control ids 0x480001..0x48000b). It DEFINEs routines, so its faults close the
+//! for a later routine call (plugin-control ids 0x480001..0x48000c). It DEFINEs routines, so its faults close the
 //! connection; `observer` is its counterpart that only observes.
 
 #![cfg_attr(target_arch = "wasm32", no_std)]
@@ -30,6 +30,8 @@ const HALT: u64 = 0x48_0009;
 const INIT_CONTROL_RESULT: u64 = 0x48_000a;
 /// Log `u64` records of 4 KiB each.
 const LOG_FLOOD: u64 = 0x48_000b;
+/// Call plugin-control `id` `n` times with `arg` (`u64`s `id`, `n`, `arg`).
+const CALL_REPEATEDLY: u64 = 0x48_000c;
 /// Padding's toggle.
 const PADDING_TOGGLE: u64 = 0x8_0001;
 
@@ -61,6 +63,7 @@ impl Plugin for Hostile {
             HALT,
             INIT_CONTROL_RESULT,
             LOG_FLOOD,
+            CALL_REPEATEDLY,
         ])
         .fold(Manifest::new("hostile", "0.1.0"), |m, id| m.control(id))
         .bind(Routine::ShouldSendFrame, Anchor::Define, FRAME_HOSTILE)
@@ -134,6 +137,17 @@ impl Plugin for Hostile {
             }
             ECHO => Ok(args),
             HALT => host::set(FieldId::SendingHalted, PluginVal::Bool(true)).map(|()| Vec::new()),
+            CALL_REPEATEDLY => {
+                if let [PluginVal::U64(id), PluginVal::U64(n), PluginVal::U64(arg)] =
+                    args.as_slice()
+                {
+                    for _ in 0..*n {
+                        // Callee failures (a removed callee) do not stop the loop.
+                        let _ = host::call_plugin_control(*id, &[PluginVal::U64(*arg)]);
+                    }
+                }
+                Ok(Vec::new())
+            }
             INIT_CONTROL_RESULT => self
                 .init_control
                 .take()

@@ -22,6 +22,8 @@ const OBSERVED: u64 = 0x4f_0004;
 const HALT: u64 = 0x4f_0005;
 /// Traps right away.
 const TRAP: u64 = 0x4f_0006;
+/// Counts to its `u64` argument: CPU work of a predictable size.
+const SPIN: u64 = 0x4f_0007;
 
 #[derive(Default)]
 struct Observer {
@@ -41,6 +43,7 @@ impl Plugin for Observer {
             .control(OBSERVED)
             .control(HALT)
             .control(TRAP)
+            .control(SPIN)
             .writes(&[FieldId::SendingHalted])
     }
 
@@ -63,7 +66,7 @@ impl Plugin for Observer {
         Ok(())
     }
 
-    fn plugin_control(&mut self, id: u64, _: Vec<PluginVal>) -> Result<Vec<PluginVal>> {
+    fn plugin_control(&mut self, id: u64, args: Vec<PluginVal>) -> Result<Vec<PluginVal>> {
         match id {
             ARM_TRAP => self.trap = true,
             ARM_MUTATE => self.mutate = true,
@@ -75,6 +78,16 @@ impl Plugin for Observer {
             OBSERVED => return Ok(alloc::vec![PluginVal::U64(self.observed)]),
             HALT => host::set(FieldId::SendingHalted, PluginVal::Bool(true))?,
             TRAP => core::arch::wasm32::unreachable(),
+            SPIN => {
+                let n = match args.as_slice() {
+                    [PluginVal::U64(n)] => *n,
+                    _ => 0,
+                };
+                let mut x: u64 = 0;
+                while x < n {
+                    x = core::hint::black_box(x + 1);
+                }
+            }
             _ => return Err(Error::NotFound(String::from("unknown plugin-control id"))),
         }
         Ok(Vec::new())

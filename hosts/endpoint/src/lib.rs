@@ -11,7 +11,9 @@ pub mod testing;
 pub mod tls;
 
 use corequic_runtime::abi::PluginVal;
-use corequic_runtime::{Grants, LogRecord, PluginStats};
+use corequic_runtime::{
+    Grants, InjectedFault, InjectedFaults, LogRecord, PluginStats, RuntimeConfig,
+};
 use serde::Serialize;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -62,8 +64,10 @@ pub fn bind_udp(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
     Ok(socket.into())
 }
 
-/// Test cases of the interop matrix; any other name exits with 127.
+/// Test cases of the interop matrix, and `conformance` for the conformance
+/// kit's runs; any other name exits with 127.
 pub const TESTS: &[&str] = &[
+    "conformance",
     "transfer",
     "padding",
     "padding-one-sided",
@@ -128,6 +132,9 @@ pub struct Args {
     pub connections: u64,
     /// Give up after this long.
     pub timeout: Duration,
+    /// Test-only deviations from the specification (`--inject-fault`), with
+    /// which the conformance kit's own tests show that its cases fail.
+    pub injected_faults: InjectedFaults,
 }
 
 /// The usage text.
@@ -142,6 +149,8 @@ usage: ENDPOINT --role client|server --addr HOST:PORT --test NAME [options]
   --qlog DIR               write DIR/<role>.qlog (JSON-SEQ qlog)
   --connections N          server: exit after N connections (default 1; 0 = forever)
   --timeout SECONDS        give up after this long (default 60)
+  --inject-fault NAME      testing only: deviate from the spec in one way
+                           (names: corequic_runtime::InjectedFault)
 exit codes: 0 pass, 1 fail, 127 unsupported test";
 
 fn parse_control(spec: &str) -> Result<ControlArg, String> {
@@ -185,6 +194,7 @@ impl Args {
             qlog: None,
             connections: 1,
             timeout: Duration::from_secs(60),
+            injected_faults: InjectedFaults::default(),
         };
         while let Some(flag) = it.next() {
             let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
@@ -227,6 +237,12 @@ impl Args {
                     let s: u64 = value()?.parse().map_err(|_| "--timeout needs seconds")?;
                     parsed.timeout = Duration::from_secs(s);
                 }
+                "--inject-fault" => {
+                    let v = value()?;
+                    let fault = InjectedFault::parse(&v)
+                        .ok_or_else(|| format!("unknown fault `{v}` for --inject-fault"))?;
+                    parsed.injected_faults = parsed.injected_faults.with(fault);
+                }
                 other => return Err(format!("unknown option `{other}`\n{USAGE}")),
             }
         }
@@ -234,6 +250,15 @@ impl Args {
         parsed.addr = addr.ok_or("--addr is required")?;
         parsed.test = test.ok_or("--test is required")?;
         Ok(parsed)
+    }
+
+    /// The runtime configuration: the specification's defaults, plus the
+    /// injected faults of a test run.
+    pub fn runtime_config(&self) -> RuntimeConfig {
+        RuntimeConfig {
+            injected_faults: self.injected_faults,
+            ..RuntimeConfig::default()
+        }
     }
 
     /// Whether this endpoint knows the test (otherwise exit 127).

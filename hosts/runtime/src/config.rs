@@ -23,6 +23,80 @@ pub struct RuntimeConfig {
     /// Directory where precompiled plugin artifacts are cached, if any.
     /// Artifacts are keyed by the wasmtime configuration and the plugin bytes.
     pub cache_dir: Option<PathBuf>,
+    /// Deliberate deviations from the specification, for testing only: the
+    /// conformance kit's own tests use them to show that its cases fail
+    /// against a host that is wrong in each way. Empty by default.
+    pub injected_faults: InjectedFaults,
+}
+
+/// One deliberate deviation from the specification (test-only; see
+/// [`RuntimeConfig::injected_faults`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InjectedFault {
+    /// Load plugins whose `abi-version` is not compatible (CQ-VER-7).
+    AcceptForeignAbi,
+    /// Do not count denied host calls (CQ-PERM-9).
+    UncountedDenials,
+    /// Leave `sending-halted` set when the plugin that set it is removed
+    /// (CQ-LIMIT-7).
+    KeepHaltAfterRemoval,
+    /// Do not close the connection when a defining plugin faults
+    /// (CQ-LIMIT-8).
+    NoPluginFailureClose,
+    /// Read a field that has no value yet as 0 instead of `none`
+    /// (CQ-FIELD-1).
+    NoneReadsAsZero,
+    /// Do not call `process-frame` for received plugin frames (CQ-RECV-2).
+    SkipProcessFrame,
+    /// Do not call AFTER observers (CQ-ANCHOR-3).
+    SkipAfterObservers,
+}
+
+impl InjectedFault {
+    /// Every switch, in declaration order.
+    pub const ALL: [InjectedFault; 7] = [
+        InjectedFault::AcceptForeignAbi,
+        InjectedFault::UncountedDenials,
+        InjectedFault::KeepHaltAfterRemoval,
+        InjectedFault::NoPluginFailureClose,
+        InjectedFault::NoneReadsAsZero,
+        InjectedFault::SkipProcessFrame,
+        InjectedFault::SkipAfterObservers,
+    ];
+
+    /// Its command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            InjectedFault::AcceptForeignAbi => "accept-foreign-abi",
+            InjectedFault::UncountedDenials => "uncounted-denials",
+            InjectedFault::KeepHaltAfterRemoval => "keep-halt-after-removal",
+            InjectedFault::NoPluginFailureClose => "no-plugin-failure-close",
+            InjectedFault::NoneReadsAsZero => "none-reads-as-zero",
+            InjectedFault::SkipProcessFrame => "skip-process-frame",
+            InjectedFault::SkipAfterObservers => "skip-after-observers",
+        }
+    }
+
+    /// The switch with this name.
+    pub fn parse(name: &str) -> Option<InjectedFault> {
+        InjectedFault::ALL.into_iter().find(|f| f.name() == name)
+    }
+}
+
+/// A set of [`InjectedFault`]s.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InjectedFaults(u32);
+
+impl InjectedFaults {
+    /// The set with `fault` added.
+    pub fn with(self, fault: InjectedFault) -> InjectedFaults {
+        InjectedFaults(self.0 | 1 << fault as u32)
+    }
+
+    /// Whether `fault` is in the set.
+    pub fn has(self, fault: InjectedFault) -> bool {
+        self.0 & (1 << fault as u32) != 0
+    }
 }
 
 impl Default for RuntimeConfig {
@@ -35,6 +109,7 @@ impl Default for RuntimeConfig {
             pooling: true,
             pool_instances: 256,
             cache_dir: None,
+            injected_faults: InjectedFaults::default(),
         }
     }
 }

@@ -2,7 +2,7 @@
 //! validated against the host's capabilities and the embedder's grants.
 
 use crate::abi::{self, Anchor, BindingsPre, FieldId, Permission, PluginManifest, Routine};
-use crate::config::RuntimeConfig;
+use crate::config::{InjectedFault, RuntimeConfig};
 use crate::error::{FaultKind, LoadError};
 use crate::set::PluginSet;
 use crate::state::PluginState;
@@ -361,8 +361,15 @@ impl Runtime {
             .collect();
         names.into_iter().find_map(|name| {
             let version = name.strip_prefix("core-quic:plugin/")?.split_once('@')?.1;
-            (!abi::abi_compatible(version, abi::ABI_VERSION)).then(|| version.to_string())
+            (!abi::abi_compatible(version, abi::ABI_VERSION) && !self.accepts_foreign_abi())
+                .then(|| version.to_string())
         })
+    }
+
+    fn accepts_foreign_abi(&self) -> bool {
+        self.config
+            .injected_faults
+            .has(InjectedFault::AcceptForeignAbi)
     }
 
     fn compile(&self, bytes: &[u8]) -> wasmtime::Result<Component> {
@@ -393,7 +400,9 @@ impl Runtime {
 
     fn validate(&self, manifest: PluginManifest, grants: &Grants) -> Result<PluginInfo, LoadError> {
         let name = manifest.name.clone();
-        if !abi::abi_compatible(&manifest.abi_version, abi::ABI_VERSION) {
+        if !abi::abi_compatible(&manifest.abi_version, abi::ABI_VERSION)
+            && !self.accepts_foreign_abi()
+        {
             return Err(LoadError::AbiVersion {
                 plugin: name,
                 plugin_abi: manifest.abi_version.clone(),

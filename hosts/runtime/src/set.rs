@@ -10,7 +10,8 @@ use crate::abi::{
     PluginVal, Routine, RxContext, SendContext, SendPosition,
 };
 use crate::config::{
-    MAX_PLUGIN_TRANSPORT_PARAMETERS, MAX_TRANSPORT_PARAMETER_LEN, is_standard_transport_parameter,
+    InjectedFault, InjectedFaults, MAX_PLUGIN_TRANSPORT_PARAMETERS, MAX_TRANSPORT_PARAMETER_LEN,
+    is_standard_transport_parameter,
 };
 use crate::error::{CloseRequest, Fault, FaultKind, LoadError, RoutineError};
 use crate::host::{HostConnection, LogRecord, truncate_log_text};
@@ -132,6 +133,8 @@ pub struct PluginSet {
     /// The thread CPU time at which the outermost call into a plugin of this
     /// connection started, while it runs.
     outer_call_started: Option<std::time::Duration>,
+    /// Test-only deviations (`RuntimeConfig::injected_faults`).
+    injected: InjectedFaults,
 }
 
 fn erase(conn: &mut dyn HostConnection) -> *mut (dyn HostConnection + 'static) {
@@ -220,6 +223,7 @@ impl PluginSet {
             stack_transport_parameters: runtime.capabilities().stack_transport_parameters.clone(),
             unproductive: Default::default(),
             outer_call_started: None,
+            injected: runtime.config.injected_faults,
         })
     }
 
@@ -291,7 +295,11 @@ impl PluginSet {
                 // A plugin that defines protocol behaviour cannot vanish
                 // mid-connection unnoticed (CQ-LIMIT-8); a failed `init`
                 // only removes the plugin (CQ-LOAD-15).
-                if slot.info.defines_protocol && routine != "init" && self.close.is_none() {
+                if slot.info.defines_protocol
+                    && routine != "init"
+                    && self.close.is_none()
+                    && !self.injected.has(InjectedFault::NoPluginFailureClose)
+                {
                     self.close = Some(CloseRequest {
                         error_code: abi::PLUGIN_FAILURE_ERROR_CODE,
                         reason: fault.to_string(),
@@ -370,6 +378,7 @@ impl PluginSet {
     ) {
         let count = match anchor {
             Anchor::Before => self.routes[rid].before.len(),
+            _ if self.injected.has(InjectedFault::SkipAfterObservers) => 0,
             _ => self.routes[rid].after.len(),
         };
         for k in 0..count {
@@ -573,6 +582,9 @@ impl PluginSet {
     /// unless another live plugin holds it, so the connection does not stall
     /// for ever (CQ-LIMIT-7).
     fn release_halt(&mut self, conn: &mut dyn HostConnection, removed_had_halted: bool) {
+        if self.injected.has(InjectedFault::KeepHaltAfterRemoval) {
+            return;
+        }
         let held_by_another = self
             .slots
             .iter()
@@ -981,6 +993,11 @@ impl PluginSet {
         frame: &Frame,
         ctx: RxContext,
     ) -> Result<(), RoutineError> {
+        if self.injected.has(InjectedFault::SkipProcessFrame)
+            && matches!(frame, Frame::Extension(_))
+        {
+            return Ok(());
+        }
         let r = self.run(
             conn,
             Routine::ProcessFrame,

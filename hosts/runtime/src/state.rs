@@ -10,7 +10,8 @@ use crate::abi::{
     host_api,
 };
 use crate::config::{
-    MAX_LOG_BYTES, MAX_LOG_FIELDS, MAX_LOG_MESSAGE, MAX_RANDOM_BYTES, RuntimeConfig,
+    InjectedFault, InjectedFaults, MAX_LOG_BYTES, MAX_LOG_FIELDS, MAX_LOG_MESSAGE,
+    MAX_RANDOM_BYTES, RuntimeConfig,
 };
 use crate::host::{HostConnection, LogRecord, truncate_log_text};
 use crate::runtime::PluginInfo;
@@ -73,6 +74,8 @@ pub(crate) struct PluginState {
     pub(crate) interrupted_after: Option<std::time::Duration>,
     /// Period of the deadline check.
     pub(crate) call_tick: std::time::Duration,
+    /// Test-only deviations (`RuntimeConfig::injected_faults`).
+    pub(crate) injected: InjectedFaults,
 }
 
 impl PluginState {
@@ -136,6 +139,7 @@ impl PluginState {
             over_deadline_at: None,
             interrupted_after: None,
             call_tick: config.epoch_tick,
+            injected: config.injected_faults,
         }
     }
 
@@ -144,7 +148,9 @@ impl PluginState {
     }
 
     fn deny(&mut self, message: String) -> Error {
-        self.denied += 1;
+        if !self.injected.has(InjectedFault::UncountedDenials) {
+            self.denied += 1;
+        }
         Error::Denied(message)
     }
 
@@ -193,7 +199,11 @@ impl PluginState {
             return Err(self.deny(format!("read of field {} was not granted", field.id.name())));
         }
         // SAFETY: see `Scope`: the connection outlives the call.
-        unsafe { &mut *scope.conn }.get_field(field)
+        let value = unsafe { &mut *scope.conn }.get_field(field)?;
+        if value == PluginVal::None && self.injected.has(InjectedFault::NoneReadsAsZero) {
+            return Ok(PluginVal::U64(0));
+        }
+        Ok(value)
     }
 }
 

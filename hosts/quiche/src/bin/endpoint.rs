@@ -9,7 +9,7 @@ use corequic_endpoint::{
 };
 use corequic_quiche::driver::{self, App, Command, HqClient, HqServer};
 use corequic_quiche::{PluginFactory, plugin_control, with_plugins};
-use corequic_runtime::{LogRecord, PluginStats, Runtime, RuntimeConfig};
+use corequic_runtime::{LogRecord, PluginStats, Runtime};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -74,7 +74,7 @@ fn configure(args: &Args, config: &mut quiche::Config, logs: &Logs) -> Result<()
         return Ok(());
     }
     let runtime = Arc::new(
-        Runtime::new(RuntimeConfig::default(), corequic_quiche::capabilities())
+        Runtime::new(args.runtime_config(), corequic_quiche::capabilities())
             .map_err(|e| format!("runtime: {e}"))?,
     );
     let mut plugins = Vec::new();
@@ -150,10 +150,17 @@ impl<A> WithControls<A> {
 
 impl<A: App> App for WithControls<A> {
     fn progress(&mut self, conn: &mut quiche::Connection) {
+        // Controls start on the call after the one that saw the handshake
+        // complete, so the client's Finished has been sent by then: a
+        // control that closes the connection (a plugin fault) right after
+        // `is_established()` turns true would leave quiche with handshake
+        // data it no longer sends and an application close it sends only in
+        // 1-RTT packets, so it would send nothing and strand the peer.
+        let start = self.established;
         if self.established.is_none() && conn.is_established() {
             self.established = Some(Instant::now());
         }
-        if let Some(start) = self.established {
+        if let Some(start) = start {
             while self
                 .pending
                 .last()

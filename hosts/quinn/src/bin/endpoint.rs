@@ -9,7 +9,7 @@ use corequic_endpoint::{
     render,
 };
 use corequic_quinn::{PluginFactory, plugin_control, with_plugins};
-use corequic_runtime::{LogRecord, Runtime, RuntimeConfig};
+use corequic_runtime::{LogRecord, Runtime};
 use quinn::VarInt;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
@@ -73,7 +73,7 @@ async fn run(args: Args) -> Result<bool, String> {
     // ticker): the baseline is plain quinn.
     if !args.plugins.is_empty() {
         let runtime = Arc::new(
-            Runtime::new(RuntimeConfig::default(), corequic_quinn::capabilities())
+            Runtime::new(args.runtime_config(), corequic_quinn::capabilities())
                 .map_err(|e| format!("runtime: {e}"))?,
         );
         let mut plugins = Vec::new();

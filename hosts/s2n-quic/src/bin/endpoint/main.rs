@@ -9,7 +9,7 @@ use corequic_endpoint::{
     LogLine, PAYLOAD_CHUNK, Role, SOCKET_BUFFER, Stats, USAGE, parse_request, payload,
     payload_byte, render,
 };
-use corequic_runtime::{LogRecord, PluginStats, Runtime, RuntimeConfig};
+use corequic_runtime::{LogRecord, PluginStats, Runtime};
 use corequic_s2n::{ConnectionReport, PluginFactory, plugin_control, with_plugins};
 use s2n_quic::provider::extension::{Extension, ExtensionFactory, ExtensionInfo};
 use std::net::SocketAddr;
@@ -85,7 +85,7 @@ async fn run(args: Args) -> Result<bool, String> {
     let mut factory = None;
     if !args.plugins.is_empty() {
         let runtime = Arc::new(
-            Runtime::new(RuntimeConfig::default(), corequic_s2n::capabilities())
+            Runtime::new(args.runtime_config(), corequic_s2n::capabilities())
                 .map_err(|e| format!("runtime: {e}"))?,
         );
         let mut plugins = Vec::new();

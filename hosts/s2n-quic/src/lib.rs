@@ -145,6 +145,7 @@ impl ExtensionFactory for PluginFactory {
             remote: info.remote_address,
             sending_halted: false,
             challenges: Vec::new(),
+            ping_pending: false,
             log: self.log.clone(),
             frames_sent: BTreeMap::new(),
             frames_acked: BTreeMap::new(),
@@ -188,6 +189,10 @@ struct AdapterState {
     sending_halted: bool,
     /// PATH_CHALLENGE data queued by plugins through `send-frame`.
     challenges: Vec<u64>,
+    /// A PING asked for before the connection existed (`init`, the first
+    /// transport parameters), sent from the next hook that has it
+    /// (CQ-API-14).
+    ping_pending: bool,
     log: Option<LogSink>,
     frames_sent: BTreeMap<u64, u64>,
     frames_acked: BTreeMap<u64, u64>,
@@ -361,7 +366,10 @@ impl HostConnection for S2nConn<'_> {
                     cx.ping();
                     Ok(())
                 }
-                None => Err(abi::Error::NotFound("no connection yet".into())),
+                None => {
+                    self.st.ping_pending = true;
+                    Ok(())
+                }
             },
             Frame::PathChallenge(data) => {
                 self.st.challenges.push(data);
@@ -488,6 +496,11 @@ impl S2nPlugins {
             st: &mut self.state,
         };
         let r = f(&mut self.set, &mut conn);
+        if let Some(cx) = conn.cx.as_deref_mut()
+            && std::mem::take(&mut conn.st.ping_pending)
+        {
+            cx.ping();
+        }
         if let Some(close) = self.set.take_close_request() {
             conn.st.warn(format!(
                 "closing with {:#x}: {}",

@@ -10,12 +10,12 @@ PLUGIN_OUT := build/plugins
 
 # Reference plugins (shipped) and test plugins (used by the test suite).
 PLUGINS := padding probe bdp dummy ack-logger
-TEST_PLUGINS := test-bench test-hostile test-observer test-abi-mismatch test-liar test-tp-flood test-endless-manifest test-field-probe
+TEST_PLUGINS := test-bench test-hostile test-observer test-abi-mismatch test-liar test-tp-flood test-endless-manifest test-field-probe cq-api-probe
 ALL_PLUGINS := $(PLUGINS) $(TEST_PLUGINS)
 # Host-side packages (everything but the wasm plugin crates).
-HOST_PACKAGES := -p corequic-runtime -p corequic-sdk -p xtask -p corequic-quinn -p corequic-endpoint -p corequic-quiche -p corequic-s2n -p corequic-interop
+HOST_PACKAGES := -p corequic-runtime -p corequic-sdk -p xtask -p corequic-quinn -p corequic-endpoint -p corequic-quiche -p corequic-s2n -p corequic-interop -p corequic-conformance
 
-.PHONY: all setup patches test-upstream plugins wit-doc check-wit-doc fmt-check lint test bench demo interop interop-build interop-test paper browser sizes clean
+.PHONY: all setup patches test-upstream plugins wit-doc check-wit-doc fmt-check lint test bench demo interop interop-build interop-test conformance conformance-claims paper browser sizes clean
 
 all: plugins
 
@@ -91,6 +91,7 @@ lint: setup patches
 test: plugins check-wit-doc fmt-check lint test-upstream
 	$(CARGO) test $(HOST_PACKAGES)
 	$(MAKE) --no-print-directory interop-test
+	$(MAKE) --no-print-directory conformance
 
 ## bench: criterion benchmarks of the runtime through the mock host.
 bench: plugins
@@ -109,7 +110,7 @@ CHROMIUM ?= chromium
 
 ## interop-build: plugins, every endpoint binary and the runner (debug).
 interop-build: plugins
-	$(CARGO) build --bins $(foreach p,$(ENDPOINT_PACKAGES),-p $(p)) -p corequic-interop
+	$(CARGO) build --bins $(foreach p,$(ENDPOINT_PACKAGES),-p $(p)) -p corequic-interop -p corequic-conformance
 
 ## interop: the default matrix (every pair of hosts x every test case).
 interop: interop-build
@@ -138,6 +139,18 @@ interop-test: interop-build browser
 	$(TARGET_DIR)/debug/interop-runner --matrix reduced --bin-dir $(TARGET_DIR)/debug \
 	  --out $(INTEROP_OUT)/reduced --required interop-runner/required.txt
 	$(TARGET_DIR)/debug/interop-runner check-report $(INTEROP_OUT)/reduced --chromium $(CHROMIUM)
+
+## Conformance kit (conformance/README.md): every host of hosts.toml whose
+## endpoint is built, certified against the spec; the claims must match the
+## committed ones in docs/conformance/.
+CONFORMANCE_OUT := $(TARGET_DIR)/conformance
+CLAIMS_DIR := docs/conformance
+conformance: interop-build
+	$(TARGET_DIR)/debug/conformance all --bin-dir $(TARGET_DIR)/debug --out $(CONFORMANCE_OUT) --claims $(CLAIMS_DIR)
+
+## conformance-claims: certify every host and rewrite the committed claims.
+conformance-claims: interop-build
+	$(TARGET_DIR)/debug/conformance all --bin-dir $(TARGET_DIR)/debug --out $(CONFORMANCE_OUT) --claims $(CLAIMS_DIR) --write-claims
 
 ## demo: all five plugins on one in-memory connection through the mock host.
 demo: plugins

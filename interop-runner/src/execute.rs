@@ -12,10 +12,13 @@ use std::time::{Duration, Instant};
 /// The plugins and plugin-control calls of one side.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SideSpec {
-    /// Plugin names (`build/plugins/<name>.wasm`), in load order.
+    /// Plugin names (`build/plugins/<name>.wasm`), in load order; a name
+    /// may carry its grant as `name=GRANTS` (ENDPOINT.md).
     pub plugins: Vec<String>,
     /// `--control` values (`MS:ID[:ARG]`).
     pub controls: Vec<String>,
+    /// Further endpoint arguments, appended as given.
+    pub extra_args: Vec<String>,
 }
 
 impl SideSpec {
@@ -24,6 +27,7 @@ impl SideSpec {
         SideSpec {
             plugins: plugins.iter().map(|p| p.to_string()).collect(),
             controls: Vec::new(),
+            extra_args: Vec::new(),
         }
     }
 
@@ -189,18 +193,21 @@ fn free_udp_port() -> std::io::Result<u16> {
 fn side_args(env: &Environment, side: &SideSpec) -> Vec<String> {
     let mut args = Vec::new();
     for p in &side.plugins {
+        let (name, grants) = match p.split_once('=') {
+            Some((name, grants)) => (name, format!("={grants}")),
+            None => (p.as_str(), String::new()),
+        };
         args.push("--plugin".into());
-        args.push(
-            env.plugin_dir
-                .join(format!("{p}.wasm"))
-                .display()
-                .to_string(),
-        );
+        args.push(format!(
+            "{}{grants}",
+            env.plugin_dir.join(format!("{name}.wasm")).display()
+        ));
     }
     for c in &side.controls {
         args.push("--control".into());
         args.push(c.clone());
     }
+    args.extend(side.extra_args.iter().cloned());
     args
 }
 

@@ -14,6 +14,10 @@ pub struct HostEntry {
     pub binary: String,
     /// The cargo package that builds it.
     pub package: String,
+    /// The upstream stack and its pinned version, e.g. `quinn-proto 0.11.19`
+    /// (named in the host's conformance claim).
+    #[serde(default)]
+    pub stack: String,
 }
 
 #[derive(Debug, Deserialize)]

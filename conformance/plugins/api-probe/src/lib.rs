@@ -1,0 +1,522 @@
+//! The conformance kit's API probe. It runs on both endpoints of a
+//! connection (it negotiates transport parameter 0x6171 and sends its own
+//! frame 0x6172) and reports what the host answered, as log records the
+//! kit's cases check (conformance/cases/host-calls.txtpb and others):
+//!
+//! - `call` {`phase`, `call`, `result`}: the same host calls made once in
+//!   each phase (`init`, `write-transport-parameter`,
+//!   `decode-transport-parameter`, `define` = its DEFINE `prepare-frame`,
+//!   `observer` = its AFTER `process-frame` of ACK, `control` = an
+//!   embedder's plugin-control call, `timeout` = `on-plugin-timeout`).
+//!   `result` is `ok` or the error's WIT name.
+//! - `check` {`what`, `result`}: buffer, context and value checks, `result`
+//!   `ok` or what was wrong.
+//! - `routine <name>`: the first call of each routine, in call order.
+//! - `field` {`name`, `space`, `result`}: control 0x617003 reads every
+//!   field; `result` is the value's WIT case (`u64`, `duration`, …, `none`)
+//!   or the error's WIT name.
+//!
+//! It does not hold the `randomness` permission and does not declare
+//! `ssthresh`, so those calls must be denied in every phase.
+
+#![cfg_attr(target_arch = "wasm32", no_std)]
+
+extern crate alloc;
+
+use alloc::{string::String, vec, vec::Vec};
+use corequic_sdk::text::error_kind;
+use corequic_sdk::*;
+
+const TP_PROBE: u64 = 0x6171;
+const FRAME_PROBE: u64 = 0x6172;
+const ACK: u64 = 0x02;
+/// Run the call table in the `control` phase and arm the timer.
+const CONTROL_TABLE: u64 = 0x61_7001;
+/// The plugin's own control, called by itself to check re-entry.
+const CONTROL_SELF: u64 = 0x61_7002;
+/// Read every field and log each answer.
+const CONTROL_FIELDS: u64 = 0x61_7003;
+const TIMER: u64 = 7;
+/// The transport parameter's value: the peer must receive exactly these.
+const TP_VALUE: [u8; 5] = [0xc0, 0x4e, 0x51, 0x00, 0xff];
+/// The frame's body after its type.
+const FRAME_BODY: [u8; 4] = [0xde, 0xad, 0xbe, 0xef];
+
+const ROUTINES: [&str; 12] = [
+    "init",
+    "write-transport-parameter",
+    "decode-transport-parameter",
+    "should-send-frame",
+    "prepare-frame",
+    "frame-wire-len",
+    "write-frame",
+    "on-frame-reserved",
+    "notify-frame",
+    "parse-frame",
+    "process-frame",
+    "on-plugin-timeout",
+];
+
+/// The probe frame's length on the wire: its type as a varint, then the body.
+fn wire_len() -> u64 {
+    (varint::len(FRAME_PROBE).unwrap_or(8) + FRAME_BODY.len()) as u64
+}
+
+#[derive(Default)]
+struct ApiProbe {
+    /// Phases whose table was logged, by index of `PHASES`.
+    phases_done: u32,
+    /// Routines whose first call was logged, by index of `ROUTINES`.
+    routines_seen: u32,
+    /// Frames sent so far (only a few are sent).
+    sent: u64,
+    timer_at: u64,
+}
+
+const PHASES: [&str; 7] = [
+    "init",
+    "write-transport-parameter",
+    "decode-transport-parameter",
+    "define",
+    "observer",
+    "control",
+    "timeout",
+];
+
+fn result_name(r: &Result<()>) -> &'static str {
+    match r {
+        Ok(()) => "ok",
+        Err(e) => error_kind(e),
+    }
+}
+
+fn log(message: &str, fields: &[(&str, &str)]) {
+    let fields: Vec<(&str, PluginVal)> = fields
+        .iter()
+        .map(|(k, v)| (*k, PluginVal::String(String::from(*v))))
+        .collect();
+    let _ = host::log(LogLevel::Info, message, &fields);
+}
+
+fn check(what: &str, ok: bool) {
+    log(
+        "check",
+        &[("what", what), ("result", if ok { "ok" } else { "wrong" })],
+    );
+}
+
+fn value_kind(v: &PluginVal) -> &'static str {
+    match v {
+        PluginVal::None => "none",
+        PluginVal::Bool(_) => "bool",
+        PluginVal::U32(_) => "u32",
+        PluginVal::U64(_) => "u64",
+        PluginVal::S64(_) => "s64",
+        PluginVal::F64(_) => "f64",
+        PluginVal::Bytes(_) => "bytes",
+        PluginVal::String(_) => "string",
+        PluginVal::Duration(_) => "duration",
+        PluginVal::Instant(_) => "instant",
+        PluginVal::SocketAddr(_) => "socket-addr",
+        PluginVal::Frame(_) => "frame",
+        PluginVal::PacketType(_) => "packet-type",
+        PluginVal::PnSpace(_) => "pn-space",
+    }
+}
+
+const FIELDS: [(FieldId, &str, bool); 25] = [
+    (FieldId::IsServer, "is-server", false),
+    (FieldId::Version, "version", false),
+    (FieldId::IsEstablished, "is-established", false),
+    (FieldId::MaxTxData, "max-tx-data", false),
+    (FieldId::TxData, "tx-data", false),
+    (FieldId::MaxRxData, "max-rx-data", false),
+    (FieldId::RxData, "rx-data", false),
+    (FieldId::MaxSendUdpPayload, "max-send-udp-payload", false),
+    (FieldId::LocalAddress, "local-address", false),
+    (FieldId::PeerAddress, "peer-address", false),
+    (FieldId::IdleTimeout, "idle-timeout", false),
+    (FieldId::SendingHalted, "sending-halted", false),
+    (FieldId::NextPacketNumber, "next-packet-number", true),
+    (FieldId::LargestAcked, "largest-acked", true),
+    (FieldId::LargestReceived, "largest-received", true),
+    (FieldId::LatestRtt, "latest-rtt", false),
+    (FieldId::SmoothedRtt, "smoothed-rtt", false),
+    (FieldId::MinRtt, "min-rtt", false),
+    (FieldId::Rttvar, "rttvar", false),
+    (FieldId::MaxAckDelay, "max-ack-delay", false),
+    (FieldId::PtoCount, "pto-count", false),
+    (FieldId::BytesInFlight, "bytes-in-flight", false),
+    (FieldId::CongestionWindow, "congestion-window", false),
+    (FieldId::Ssthresh, "ssthresh", false),
+    (FieldId::MaxDatagramSize, "max-datagram-size", false),
+];
+
+impl ApiProbe {
+    fn routine(&mut self, name: &str) {
+        if let Some(i) = ROUTINES.iter().position(|r| *r == name)
+            && self.routines_seen & (1 << i) == 0
+        {
+            self.routines_seen |= 1 << i;
+            let mut message = String::from("routine ");
+            message.push_str(name);
+            log(&message, &[]);
+        }
+    }
+
+    /// The call table, once per phase.
+    fn table(&mut self, phase: &str) {
+        let Some(i) = PHASES.iter().position(|p| *p == phase) else {
+            return;
+        };
+        if self.phases_done & (1 << i) != 0 {
+            return;
+        }
+        self.phases_done |= 1 << i;
+        let call = |name: &str, r: Result<()>| {
+            log(
+                "call",
+                &[
+                    ("phase", phase),
+                    ("call", name),
+                    ("result", result_name(&r)),
+                ],
+            );
+        };
+        call(
+            "get-field is-server",
+            host::get(FieldId::IsServer).map(|_| ()),
+        );
+        call(
+            "get-field sending-halted",
+            host::get(FieldId::SendingHalted).map(|_| ()),
+        );
+        call(
+            "get-field ssthresh (undeclared)",
+            host::get(FieldId::Ssthresh).map(|_| ()),
+        );
+        call(
+            "get-fields with an undeclared field",
+            host::get_many(&[
+                FieldRef {
+                    id: FieldId::IsServer,
+                    space: None,
+                },
+                FieldRef {
+                    id: FieldId::Ssthresh,
+                    space: None,
+                },
+            ])
+            .map(|_| ()),
+        );
+        call(
+            "get-field largest-received without a space",
+            host::get_many(&[FieldRef {
+                id: FieldId::LargestReceived,
+                space: None,
+            }])
+            .map(|_| ()),
+        );
+        call(
+            "get-field is-server with a space",
+            host::get_many(&[FieldRef {
+                id: FieldId::IsServer,
+                space: Some(PnSpace::ApplicationData),
+            }])
+            .map(|_| ()),
+        );
+        call(
+            "set-field sending-halted",
+            host::set(FieldId::SendingHalted, PluginVal::Bool(false)),
+        );
+        call(
+            "set-field sending-halted with a u64",
+            host::set(FieldId::SendingHalted, PluginVal::U64(1)),
+        );
+        call(
+            "register-frame",
+            host::register_frame(FrameRegistration {
+                frame_type: FRAME_PROBE,
+                position: SendPosition::End,
+                ack_eliciting: true,
+                in_flight: true,
+            }),
+        );
+        call(
+            "register-frame 2^62",
+            host::register_frame(FrameRegistration {
+                frame_type: 1 << 62,
+                position: SendPosition::End,
+                ack_eliciting: true,
+                in_flight: true,
+            }),
+        );
+        let in_a_second = host::now().saturating_add(1_000_000_000);
+        call("set-timer", host::set_timer(TIMER + 1, in_a_second));
+        call("cancel-timer", host::cancel_timer(TIMER + 1));
+        call(
+            "random-bytes (no permission)",
+            host::random_bytes(8).map(|_| ()),
+        );
+        call("send-frame ping", host::send_frame(Frame::Ping));
+        call(
+            "call-plugin-control itself",
+            host::call_plugin_control(CONTROL_SELF, &[]).map(|_| ()),
+        );
+        call("log", host::log(LogLevel::Debug, "probe", &[]));
+    }
+
+    fn fields(&self) {
+        for (id, name, per_space) in FIELDS {
+            let spaces: &[(Option<PnSpace>, &str)] = if per_space {
+                &[
+                    (Some(PnSpace::Initial), "initial"),
+                    (Some(PnSpace::Handshake), "handshake"),
+                    (Some(PnSpace::ApplicationData), "application-data"),
+                ]
+            } else {
+                &[(None, "")]
+            };
+            for (space, space_name) in spaces {
+                let r = host::get_many(&[FieldRef { id, space: *space }]);
+                let result = match &r {
+                    Ok(v) => v.first().map(value_kind).unwrap_or("empty"),
+                    Err(e) => error_kind(e),
+                };
+                log(
+                    "field",
+                    &[("name", name), ("space", space_name), ("result", result)],
+                );
+            }
+        }
+    }
+}
+
+impl Plugin for ApiProbe {
+    fn manifest() -> Manifest {
+        Manifest::new("api-probe", "0.1.0")
+            .define_transport_parameter(TP_PROBE)
+            .define_frame(FRAME_PROBE)
+            .bind(Routine::ProcessFrame, Anchor::After, ACK)
+            .control(CONTROL_TABLE)
+            .control(CONTROL_SELF)
+            .control(CONTROL_FIELDS)
+            .reads(&[
+                FieldId::IsServer,
+                FieldId::Version,
+                FieldId::IsEstablished,
+                FieldId::MaxTxData,
+                FieldId::TxData,
+                FieldId::MaxRxData,
+                FieldId::RxData,
+                FieldId::MaxSendUdpPayload,
+                FieldId::LocalAddress,
+                FieldId::PeerAddress,
+                FieldId::IdleTimeout,
+                FieldId::SendingHalted,
+                FieldId::NextPacketNumber,
+                FieldId::LargestAcked,
+                FieldId::LargestReceived,
+                FieldId::LatestRtt,
+                FieldId::SmoothedRtt,
+                FieldId::MinRtt,
+                FieldId::Rttvar,
+                FieldId::MaxAckDelay,
+                FieldId::PtoCount,
+                FieldId::BytesInFlight,
+                FieldId::CongestionWindow,
+                FieldId::MaxDatagramSize,
+            ])
+            .writes(&[FieldId::SendingHalted])
+            .permission(Permission::Registration)
+            .permission(Permission::Logging)
+            .permission(Permission::Timers)
+            .permission(Permission::SendFrames)
+            .permission(Permission::PluginControl)
+    }
+
+    fn init(&mut self) -> Result<()> {
+        self.routine("init");
+        self.table("init");
+        host::register_transport_parameter(TP_PROBE)
+    }
+
+    fn write_transport_parameter(&mut self, _: Anchor, _: u64, out: &OutBuf) -> Result<()> {
+        self.routine("write-transport-parameter");
+        self.table("write-transport-parameter");
+        let capacity = out.capacity();
+        check("out-buf starts empty", out.written() == 0);
+        let over = vec![0u8; capacity as usize + 1];
+        let r = out.put(&over);
+        check(
+            "put past capacity fails with buffer-too-short(written + len)",
+            matches!(r, Err(Error::BufferTooShort(n)) if n == capacity + 1),
+        );
+        check("a failed put appends nothing", out.written() == 0);
+        let r = out.put_zeros(capacity + 1);
+        check(
+            "put-zeros past capacity fails",
+            matches!(r, Err(Error::BufferTooShort(_))),
+        );
+        check(
+            "an empty put succeeds",
+            out.put(&[]).is_ok() && out.written() == 0,
+        );
+        out.put(&TP_VALUE)?;
+        check(
+            "written counts the bytes put",
+            out.written() == TP_VALUE.len() as u64,
+        );
+        check("capacity is constant", out.capacity() == capacity);
+        Ok(())
+    }
+
+    fn decode_transport_parameter(&mut self, _: Anchor, _: u64, value: &InBuf) -> Result<()> {
+        self.routine("decode-transport-parameter");
+        self.table("decode-transport-parameter");
+        let len = value.len();
+        check(
+            "the peer's parameter arrives with exactly its bytes",
+            len == TP_VALUE.len() as u64 && value.read(0, len).is_ok_and(|b| b == TP_VALUE),
+        );
+        check(
+            "a read past the end fails with buffer-too-short(offset + n)",
+            matches!(value.read(1, len), Err(Error::BufferTooShort(n)) if n == len + 1),
+        );
+        check(
+            "a read whose end overflows saturates",
+            matches!(
+                value.read(u64::MAX, 2),
+                Err(Error::BufferTooShort(u64::MAX))
+            ),
+        );
+        check(
+            "reads do not consume",
+            value.read(0, 1).ok() == value.read(0, 1).ok(),
+        );
+        host::enable();
+        Ok(())
+    }
+
+    fn should_send_frame(&mut self, _: Anchor, _: u64, ctx: SendContext) -> Result<bool> {
+        self.routine("should-send-frame");
+        Ok(self.sent < 3 && ctx.room >= 16)
+    }
+
+    fn prepare_frame(
+        &mut self,
+        _: Anchor,
+        frame_type: u64,
+        ctx: SendContext,
+    ) -> Result<Option<ExtFrame>> {
+        self.routine("prepare-frame");
+        self.table("define");
+        if self.sent == 0 {
+            check(
+                "send-context: the 1-RTT packet of the application-data space",
+                matches!(ctx.space, PnSpace::ApplicationData)
+                    && matches!(ctx.packet_type, PacketType::OneRtt),
+            );
+        }
+        self.sent += 1;
+        Ok(Some(ExtFrame {
+            frame_type,
+            tag: self.sent,
+        }))
+    }
+
+    fn frame_wire_len(&mut self, _: Anchor, _: ExtFrame) -> Result<u64> {
+        self.routine("frame-wire-len");
+        Ok(wire_len())
+    }
+
+    fn write_frame(&mut self, _: Anchor, frame: ExtFrame, out: &OutBuf) -> Result<()> {
+        self.routine("write-frame");
+        if frame.tag == 1 {
+            check(
+                "write-frame's buffer holds exactly frame-wire-len",
+                out.capacity() == wire_len(),
+            );
+        }
+        let mut bytes = Vec::new();
+        varint::encode(FRAME_PROBE, &mut bytes);
+        bytes.extend_from_slice(&FRAME_BODY);
+        out.put(&bytes)
+    }
+
+    fn on_frame_reserved(&mut self, _: Anchor, _: ExtFrame, _: SendContext) -> Result<()> {
+        self.routine("on-frame-reserved");
+        Ok(())
+    }
+
+    fn notify_frame(&mut self, _: Anchor, _: ExtFrame, outcome: FrameOutcome) -> Result<()> {
+        self.routine("notify-frame");
+        if matches!(outcome, FrameOutcome::Acked) {
+            log("notified", &[("outcome", "acked")]);
+        }
+        Ok(())
+    }
+
+    fn parse_frame(&mut self, _: Anchor, frame_type: u64, payload: &InBuf) -> Result<ParsedFrame> {
+        self.routine("parse-frame");
+        let len = FRAME_BODY.len() as u64;
+        let body = payload.read(0, len)?;
+        if body != FRAME_BODY {
+            return Err(Error::InvalidArgument(String::from("not a probe frame")));
+        }
+        Ok(ParsedFrame {
+            frame: ExtFrame { frame_type, tag: 0 },
+            consumed: len,
+        })
+    }
+
+    fn process_frame(&mut self, anchor: Anchor, frame: Frame, ctx: RxContext) -> Result<()> {
+        match anchor {
+            Anchor::After => self.table("observer"),
+            _ => {
+                self.routine("process-frame");
+                if matches!(frame, Frame::Extension(f) if f.frame_type == FRAME_PROBE) {
+                    check(
+                        "rx-context: a 1-RTT packet of the application-data space",
+                        matches!(ctx.space, PnSpace::ApplicationData)
+                            && matches!(ctx.packet_type, PacketType::OneRtt),
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn log_frame(&mut self, _: Anchor, _: Frame) -> Result<String> {
+        Ok(String::from("probe frame"))
+    }
+
+    fn on_plugin_timeout(&mut self, id: u64, now: u64) -> Result<()> {
+        self.routine("on-plugin-timeout");
+        check(
+            "the timer fires at or after its deadline",
+            id == TIMER && now >= self.timer_at,
+        );
+        self.table("timeout");
+        Ok(())
+    }
+
+    fn plugin_control(&mut self, id: u64, _: Vec<PluginVal>) -> Result<Vec<PluginVal>> {
+        match id {
+            CONTROL_TABLE => {
+                self.table("control");
+                self.timer_at = host::now().saturating_add(20_000_000);
+                host::set_timer(TIMER, self.timer_at)?;
+                Ok(Vec::new())
+            }
+            CONTROL_FIELDS => {
+                self.fields();
+                Ok(Vec::new())
+            }
+            CONTROL_SELF => Ok(Vec::new()),
+            _ => Err(Error::NotFound(String::from("unknown plugin-control id"))),
+        }
+    }
+}
+
+export_plugin!(ApiProbe);

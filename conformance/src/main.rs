@@ -1,0 +1,337 @@
+//! `conformance`: run the kit (see `conformance/README.md`).
+//!
+//! ```text
+//! conformance run --endpoint PATH --host NAME [options]   certify one host
+//! conformance all --bin-dir DIR [options]                 certify every host of hosts.toml
+//! conformance coverage [options]                          the requirement-coverage gate
+//! ```
+
+use corequic_conformance::cases::{self, LoadedCase};
+use corequic_conformance::expectations::{CoverageFile, Expectations};
+use corequic_conformance::proto::{CaseResult, Claim, HostReport, Report, Verdict};
+use corequic_conformance::report;
+use corequic_conformance::run::{Target, run_all};
+use corequic_conformance::spec::{self, Requirement};
+use corequic_interop::hosts::parse_hosts;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+const USAGE: &str = "usage:
+  conformance run --endpoint PATH --host NAME [--peer-endpoint PATH] [--subject-arg ARG]... [common]
+  conformance all --bin-dir DIR [--hosts-file FILE] [--hosts A,B] [--claims DIR [--write-claims]] [common]
+  conformance coverage [common]
+common options:
+  --root DIR          the repository (spec/, conformance/; default .)
+  --plugin-dir DIR    plugin components (default build/plugins)
+  --out DIR           report folder (default target/conformance)
+  --only TEXT         run only the cases whose name contains TEXT
+";
+
+#[derive(Debug, Default)]
+struct Options {
+    endpoint: Option<PathBuf>,
+    host: Option<String>,
+    peer: Option<PathBuf>,
+    subject_args: Vec<String>,
+    bin_dir: Option<PathBuf>,
+    hosts_file: Option<PathBuf>,
+    hosts: Option<Vec<String>>,
+    claims: Option<PathBuf>,
+    write_claims: bool,
+    root: PathBuf,
+    plugin_dir: Option<PathBuf>,
+    out: Option<PathBuf>,
+    only: Option<String>,
+}
+
+fn parse(args: &[String]) -> Result<Options, String> {
+    let mut o = Options {
+        root: PathBuf::from("."),
+        ..Default::default()
+    };
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        if flag == "--write-claims" {
+            o.write_claims = true;
+            continue;
+        }
+        let value = it
+            .next()
+            .ok_or_else(|| format!("{flag} needs a value"))?
+            .clone();
+        match flag.as_str() {
+            "--endpoint" => o.endpoint = Some(value.into()),
+            "--host" => o.host = Some(value),
+            "--peer-endpoint" => o.peer = Some(value.into()),
+            "--subject-arg" => o.subject_args.push(value),
+            "--bin-dir" => o.bin_dir = Some(value.into()),
+            "--hosts-file" => o.hosts_file = Some(value.into()),
+            "--hosts" => o.hosts = Some(value.split(',').map(str::to_string).collect()),
+            "--claims" => o.claims = Some(value.into()),
+            "--root" => o.root = value.into(),
+            "--plugin-dir" => o.plugin_dir = Some(value.into()),
+            "--out" => o.out = Some(value.into()),
+            "--only" => o.only = Some(value),
+            other => return Err(format!("unknown option {other}")),
+        }
+    }
+    Ok(o)
+}
+
+/// Everything the kit reads from the repository.
+struct Kit {
+    spec: Vec<Requirement>,
+    cases: Vec<LoadedCase>,
+    coverage_file: CoverageFile,
+}
+
+fn load_kit(o: &Options) -> Result<Kit, String> {
+    let spec = spec::load(&o.root.join("spec"))?;
+    let cases = cases::load_dir(&o.root.join("conformance/cases"))?;
+    cases::validate(&cases, &spec).map_err(|p| format!("invalid cases:\n  {}", p.join("\n  ")))?;
+    let coverage_file = CoverageFile::read(&o.root.join("conformance/coverage.toml"))?;
+    Ok(Kit {
+        spec,
+        cases,
+        coverage_file,
+    })
+}
+
+fn gate(kit: &Kit) -> Result<String, String> {
+    let coverage = report::coverage(&kit.spec, &kit.cases, &kit.coverage_file);
+    report::coverage_gate(&kit.spec, &coverage, &kit.coverage_file)
+        .map_err(|p| format!("coverage gate:\n  {}", p.join("\n  ")))
+}
+
+fn selected(kit: &Kit, o: &Options) -> Vec<LoadedCase> {
+    kit.cases
+        .iter()
+        .filter(|c| {
+            o.only
+                .as_ref()
+                .is_none_or(|t| c.case.name.contains(t.as_str()))
+        })
+        .cloned()
+        .collect()
+}
+
+fn certify(
+    o: &Options,
+    kit: &Kit,
+    host: &str,
+    endpoint: &Path,
+    stack: &str,
+    out: &Path,
+) -> Result<HostReport, String> {
+    if !endpoint.exists() {
+        return Err(format!("{}: no such endpoint binary", endpoint.display()));
+    }
+    let expectations =
+        Expectations::read(&o.root.join(format!("conformance/expectations/{host}.toml")))?;
+    for d in &expectations.deviations {
+        if !kit.cases.iter().any(|c| c.case.name == d.case) {
+            return Err(format!(
+                "expectations/{host}.toml names case {}, which does not exist",
+                d.case
+            ));
+        }
+    }
+    let target = Target {
+        host: host.to_string(),
+        endpoint: endpoint.to_path_buf(),
+        peer: o.peer.clone().unwrap_or_else(|| endpoint.to_path_buf()),
+        plugin_dir: o
+            .plugin_dir
+            .clone()
+            .unwrap_or_else(|| o.root.join("build/plugins")),
+        subject_args: o.subject_args.clone(),
+    };
+    let results: Vec<CaseResult> = run_all(&target, &selected(kit, o), &expectations, out);
+    Ok(report::host_report(
+        host,
+        &endpoint.display().to_string(),
+        stack,
+        results,
+    ))
+}
+
+fn started() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    // RFC 3339 from a Unix time (civil-from-days, proleptic Gregorian).
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+fn finish(o: &Options, kit: &Kit, hosts: Vec<HostReport>) -> Result<bool, String> {
+    let out = o
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("target/conformance"));
+    let mut r = Report::new();
+    r.schema_version = report::SCHEMA_VERSION;
+    r.started = started();
+    r.abi = report::abi();
+    r.coverage = report::coverage(&kit.spec, &kit.cases, &kit.coverage_file);
+    r.hosts = hosts;
+    let spec_dir =
+        std::fs::canonicalize(o.root.join("spec")).unwrap_or_else(|_| o.root.join("spec"));
+    let html = report::html(&r, &kit.spec, &|file| {
+        format!("file://{}/{file}", spec_dir.display())
+    });
+    report::write(&r, &html, &out)?;
+    let mut ok = true;
+    for h in &r.hosts {
+        let bad: Vec<&CaseResult> = h
+            .results
+            .iter()
+            .filter(|x| {
+                matches!(
+                    x.verdict.enum_value_or_default(),
+                    Verdict::VERDICT_FAIL | Verdict::VERDICT_UNEXPECTED_PASS
+                )
+            })
+            .collect();
+        eprintln!("{}: {}", h.host, h.claim.text);
+        for b in &bad {
+            eprintln!(
+                "  {} {}: {}",
+                b.case,
+                b.role,
+                corequic_conformance::run::verdict_label(b.verdict.enum_value_or_default())
+            );
+        }
+        ok &= bad.is_empty();
+    }
+    if let Some(dir) = &o.claims {
+        ok &= claims(dir, &r.hosts, o.write_claims, o.only.is_some())?;
+    }
+    eprintln!("report: {}", out.join("index.html").display());
+    Ok(ok)
+}
+
+/// Compare (or with `write`, replace) the committed claims with this run's.
+fn claims(dir: &Path, hosts: &[HostReport], write: bool, partial: bool) -> Result<bool, String> {
+    if partial {
+        eprintln!("claims: not compared (--only ran a subset of the cases)");
+        return Ok(true);
+    }
+    let mut ok = true;
+    for h in hosts {
+        let path = dir.join(format!("{}.json", h.host));
+        let json = protobuf_json_mapping::print_to_string(&*h.claim).map_err(|e| e.to_string())?;
+        if write {
+            std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+            std::fs::write(&path, format!("{json}\n"))
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            eprintln!("claim written: {}", path.display());
+            continue;
+        }
+        let committed = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|t| protobuf_json_mapping::parse_from_str::<Claim>(&t).ok());
+        match committed {
+            Some(c) if c.text == h.claim.text => {}
+            Some(c) => {
+                eprintln!(
+                    "claim of {} changed:\n  committed: {}\n  now:       {}\n  (run `make conformance-claims` to update {})",
+                    h.host,
+                    c.text,
+                    h.claim.text,
+                    path.display()
+                );
+                ok = false;
+            }
+            None => {
+                eprintln!(
+                    "no committed claim for {} in {} (run `make conformance-claims`)",
+                    h.host,
+                    path.display()
+                );
+                ok = false;
+            }
+        }
+    }
+    Ok(ok)
+}
+
+fn main_with(args: &[String]) -> Result<bool, String> {
+    let Some(command) = args.first() else {
+        return Err(USAGE.into());
+    };
+    let o = parse(&args[1..])?;
+    let kit = load_kit(&o)?;
+    let out = o
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("target/conformance"));
+    match command.as_str() {
+        "coverage" => {
+            eprintln!("{} cases, {} requirements", kit.cases.len(), kit.spec.len());
+            eprintln!("{}", gate(&kit)?);
+            Ok(true)
+        }
+        "run" => {
+            let endpoint = o.endpoint.clone().ok_or("run needs --endpoint PATH")?;
+            let host = o.host.clone().ok_or("run needs --host NAME")?;
+            let report = certify(&o, &kit, &host, &endpoint, "", &out)?;
+            finish(&o, &kit, vec![report])
+        }
+        "all" => {
+            eprintln!("{}", gate(&kit)?);
+            let bin_dir = o.bin_dir.clone().ok_or("all needs --bin-dir DIR")?;
+            let hosts_file = o
+                .hosts_file
+                .clone()
+                .unwrap_or_else(|| o.root.join("interop-runner/hosts.toml"));
+            let text = std::fs::read_to_string(&hosts_file)
+                .map_err(|e| format!("{}: {e}", hosts_file.display()))?;
+            let entries = parse_hosts(&text)?;
+            let mut reports = Vec::new();
+            for e in &entries {
+                if o.hosts.as_ref().is_some_and(|w| !w.contains(&e.name)) {
+                    continue;
+                }
+                let endpoint = bin_dir.join(&e.binary);
+                reports.push(certify(&o, &kit, &e.name, &endpoint, &e.stack, &out)?);
+            }
+            if reports.is_empty() {
+                return Err("no host selected".into());
+            }
+            finish(&o, &kit, reports)
+        }
+        "help" | "--help" | "-h" => {
+            print!("{USAGE}");
+            Ok(true)
+        }
+        other => Err(format!("unknown command {other}\n{USAGE}")),
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match main_with(&args) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("conformance: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! The kit proves it can fail: each category's cases are run against the
+//! quinn endpoint with one test-only fault switch (`--inject-fault`, see
+//! `corequic_runtime::InjectedFault`), and the case that checks the broken
+//! requirement must fail, while the same case passes without the switch.
+//! Needs the plugins (`make plugins`) and the endpoint binaries, which
+//! `make test` builds before it runs this.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn kit() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_conformance"))
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn endpoint() -> PathBuf {
+    let path = kit().with_file_name(format!("quinn-endpoint{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        path.exists(),
+        "{} is missing: build it first (`make test` does)",
+        path.display()
+    );
+    path
+}
+
+/// Run the kit on `case` with `fault` injected into the subject; the
+/// verdicts of its runs (role, verdict).
+fn verdicts(case: &str, fault: Option<&str>) -> Vec<(String, String)> {
+    let out = std::env::temp_dir().join(format!(
+        "corequic-kit-{}-{}-{}",
+        std::process::id(),
+        case,
+        fault.unwrap_or("none")
+    ));
+    let mut cmd = Command::new(kit());
+    cmd.arg("run")
+        .arg("--endpoint")
+        .arg(endpoint())
+        .args(["--host", "quinn", "--only", case, "--root"])
+        .arg(root())
+        .arg("--plugin-dir")
+        .arg(root().join("build/plugins"))
+        .arg("--out")
+        .arg(&out);
+    if let Some(f) = fault {
+        cmd.args(["--subject-arg", "--inject-fault", "--subject-arg", f]);
+    }
+    let status = cmd.status().expect("the kit runs");
+    let report: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("report.json")).expect("report.json"),
+    )
+    .expect("report JSON");
+    let _ = std::fs::remove_dir_all(&out);
+    let results: Vec<(String, String)> = report["hosts"][0]["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| {
+            (
+                r["role"].as_str().unwrap_or_default().to_string(),
+                r["verdict"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert!(!results.is_empty(), "{case}: no run");
+    let failed = results.iter().any(|(_, v)| v != "VERDICT_PASS");
+    assert_eq!(
+        status.success(),
+        !failed,
+        "{case}: the exit status follows the verdicts"
+    );
+    results
+}
+
+/// `case` passes on the host as it is and fails with `fault`.
+fn catches(case: &str, fault: &str) {
+    let clean = verdicts(case, None);
+    assert!(
+        clean.iter().all(|(_, v)| v == "VERDICT_PASS"),
+        "{case} passes on the unmodified host: {clean:?}"
+    );
+    let broken = verdicts(case, Some(fault));
+    assert!(
+        broken.iter().any(|(_, v)| v == "VERDICT_FAIL"),
+        "{case} fails on a host with {fault}: {broken:?}"
+    );
+}
+
+#[test]
+fn loading_a_host_that_accepts_a_foreign_abi_fails() {
+    catches(
+        "loading.foreign-abi-version-is-refused",
+        "accept-foreign-abi",
+    );
+}
+
+#[test]
+fn permissions_a_host_that_does_not_count_denials_fails() {
+    catches(
+        "permissions.undeclared-reads-and-writes-are-denied-and-counted",
+        "uncounted-denials",
+    );
+}
+
+#[test]
+fn send_a_host_that_stays_halted_after_removal_fails() {
+    catches(
+        "send.a-removed-plugin-releases-sending-halted",
+        "keep-halt-after-removal",
+    );
+}
+
+#[test]
+fn limits_a_host_that_does_not_close_after_a_define_fault_fails() {
+    catches(
+        "limits.a-trap-in-a-define-routine-closes-the-connection",
+        "no-plugin-failure-close",
+    );
+}
+
+#[test]
+fn fields_a_host_that_reads_none_as_zero_fails() {
+    catches(
+        "fields.largest-received-is-none-before-any-packet",
+        "none-reads-as-zero",
+    );
+}
+
+#[test]
+fn receive_a_host_that_does_not_process_plugin_frames_fails() {
+    catches("receive.dummy-frames-flow-both-ways", "skip-process-frame");
+}
+
+#[test]
+fn routines_a_host_that_skips_after_observers_fails() {
+    catches(
+        "routines.after-process-frame-observes-every-ack",
+        "skip-after-observers",
+    );
+}

@@ -57,8 +57,33 @@ fn main() -> ExitCode {
     ExitCode::from(code as u8)
 }
 
+/// The client's socket, bound to the local address of the route to the
+/// server (learnt by connecting an unbound probe socket), so that the
+/// path's local address is known (`local-address`, CQ-FIELD-1): quinn does
+/// not learn it for a socket bound to the unspecified address.
+fn client_socket(server: std::net::SocketAddr) -> Result<std::net::UdpSocket, String> {
+    let unspecified = match server {
+        std::net::SocketAddr::V4(_) => std::net::SocketAddr::from(([0, 0, 0, 0], 0)),
+        std::net::SocketAddr::V6(_) => std::net::SocketAddr::from(([0u16; 8], 0)),
+    };
+    let probe = std::net::UdpSocket::bind(unspecified).map_err(|e| e.to_string())?;
+    probe
+        .connect(server)
+        .map_err(|e| format!("no route to {server}: {e}"))?;
+    let ip = probe.local_addr().map_err(|e| e.to_string())?.ip();
+    bind_udp(std::net::SocketAddr::new(ip, 0)).map_err(|e| format!("bind {ip}: {e}"))
+}
+
 async fn run(args: Args) -> Result<bool, String> {
     let logs: Logs = Arc::default();
+    let client_socket = match args.role {
+        Role::Client => Some(client_socket(args.addr)?),
+        Role::Server => None,
+    };
+    let local = match &client_socket {
+        Some(socket) => socket.local_addr().map_err(|e| e.to_string())?,
+        None => args.addr,
+    };
     let mut transport = quinn::TransportConfig::default();
     // quinn's default stream window (1.25 MB) would cap the long-RTT
     // transfers below the link rate: flow control must not be what the
@@ -90,10 +115,7 @@ async fn run(args: Args) -> Result<bool, String> {
                 .unwrap_or_else(|e| e.into_inner())
                 .push(r.clone());
         }));
-        let factory = match args.role {
-            Role::Server => factory.local_address(args.addr),
-            Role::Client => factory,
-        };
+        let factory = factory.local_address(local);
         transport.extension_factory(Some(Arc::new(factory)));
     }
     if let Some(dir) = &args.qlog {
@@ -112,9 +134,9 @@ async fn run(args: Args) -> Result<bool, String> {
     let transport = Arc::new(transport);
     let deadline = args.timeout;
     let work = async {
-        match args.role {
-            Role::Server => server(&args, transport, logs).await,
-            Role::Client => client(&args, transport, logs).await,
+        match client_socket {
+            None => server(&args, transport, logs).await,
+            Some(socket) => client(&args, socket, transport, logs).await,
         }
     };
     tokio::time::timeout(deadline, work)
@@ -259,6 +281,7 @@ async fn run_controls(
 
 async fn client(
     args: &Args,
+    socket: std::net::UdpSocket,
     transport: Arc<quinn::TransportConfig>,
     logs: Logs,
 ) -> Result<bool, String> {
@@ -267,12 +290,6 @@ async fn client(
         quinn::crypto::rustls::QuicClientConfig::try_from(tls).map_err(|e| e.to_string())?;
     let mut config = quinn::ClientConfig::new(Arc::new(crypto));
     config.transport_config(transport);
-    let bind = if args.addr.is_ipv4() {
-        "0.0.0.0:0"
-    } else {
-        "[::]:0"
-    };
-    let socket = bind_udp(bind.parse().map_err(|_| "bind address")?).map_err(|e| e.to_string())?;
     let mut endpoint = quinn::Endpoint::new(
         quinn::EndpointConfig::default(),
         None,

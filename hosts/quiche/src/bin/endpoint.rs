@@ -137,8 +137,10 @@ struct WithControls<A> {
 impl<A> WithControls<A> {
     fn new(app: A, controls: &[ControlArg]) -> Self {
         let mut pending = controls.to_vec();
-        // Latest first, so the next one is popped from the end.
-        pending.sort_by_key(|c| std::cmp::Reverse(c.at));
+        // Latest first, so the next one is popped from the end; calls due
+        // at the same time keep their command-line order.
+        pending.sort_by_key(|c| c.at);
+        pending.reverse();
         WithControls {
             app,
             pending,

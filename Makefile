@@ -71,6 +71,9 @@ plugins: setup patches
 	  $(CARGO) run -q -p xtask -- componentize \
 	    $(TARGET_DIR)/$(WASM_TARGET)/plugin/plugin_$$(echo $$p | tr - _).wasm $(PLUGIN_OUT)/$$p.wasm || exit 1; \
 	done
+	@# A core module that is not a component: the conformance kit's
+	@# loading.a-core-module-is-refused.
+	@cp $(TARGET_DIR)/$(WASM_TARGET)/plugin/plugin_padding.wasm $(PLUGIN_OUT)/cq-core-module.wasm
 	@echo "plugins in $(PLUGIN_OUT)/"
 
 ## wit-doc: regenerate docs/wit-reference.md from wit/.

@@ -16,6 +16,11 @@
 //!   field; `result` is the value's WIT case (`u64`, `duration`, …, `none`)
 //!   or the error's WIT name.
 //!
+//! - Control 0x617004 exists only if the host denied the host call that
+//!   `manifest` makes; control 0x617005 echoes its arguments.
+//! - Its AFTER observer returns an error, which the host must count and
+//!   ignore.
+//!
 //! It does not hold the `randomness` permission and does not declare
 //! `ssthresh`, so those calls must be denied in every phase.
 
@@ -36,6 +41,13 @@ const CONTROL_TABLE: u64 = 0x61_7001;
 const CONTROL_SELF: u64 = 0x61_7002;
 /// Read every field and log each answer.
 const CONTROL_FIELDS: u64 = 0x61_7003;
+/// Bound only if the host denied the host call `manifest` made
+/// (CQ-PERM-6): the manifest is the only way to tell.
+const CONTROL_MANIFEST_DENIED: u64 = 0x61_7004;
+/// Returns its arguments unchanged (CQ-CTRL-5).
+const CONTROL_ECHO: u64 = 0x61_7005;
+/// The error the AFTER observer returns: the host counts it and ignores it.
+const OBSERVER_ERROR: u64 = 0x0b5e;
 const TIMER: u64 = 7;
 /// The transport parameter's value: the peer must receive exactly these.
 const TP_VALUE: [u8; 5] = [0xc0, 0x4e, 0x51, 0x00, 0xff];
@@ -71,6 +83,8 @@ struct ApiProbe {
     /// Frames sent so far (only a few are sent).
     sent: u64,
     timer_at: u64,
+    /// The packet number of the last packet that took the registration.
+    last_offer: Option<u64>,
 }
 
 const PHASES: [&str; 7] = [
@@ -294,13 +308,25 @@ impl ApiProbe {
 
 impl Plugin for ApiProbe {
     fn manifest() -> Manifest {
-        Manifest::new("api-probe", "0.1.0")
+        let denied = matches!(host::get(FieldId::IsServer), Err(Error::Denied(_)));
+        let manifest = Manifest::new("api-probe", "0.1.0");
+        let manifest = if denied {
+            manifest.control(CONTROL_MANIFEST_DENIED)
+        } else {
+            manifest
+        };
+        manifest
             .define_transport_parameter(TP_PROBE)
             .define_frame(FRAME_PROBE)
             .bind(Routine::ProcessFrame, Anchor::After, ACK)
             .control(CONTROL_TABLE)
             .control(CONTROL_SELF)
             .control(CONTROL_FIELDS)
+            .control(CONTROL_ECHO)
+            // Duplicates have the effect of one entry (CQ-LOAD-8).
+            .control(CONTROL_ECHO)
+            .reads(&[FieldId::IsServer])
+            .permission(Permission::Logging)
             .reads(&[
                 FieldId::IsServer,
                 FieldId::Version,
@@ -410,6 +436,14 @@ impl Plugin for ApiProbe {
         ctx: SendContext,
     ) -> Result<Option<ExtFrame>> {
         self.routine("prepare-frame");
+        // should-send-frame may be asked more than once, but a packet takes
+        // a registration's frame at most once (CQ-SEND-4).
+        if self.last_offer.is_none() {
+            check("a registration is offered at most once per packet", true);
+        } else if self.last_offer == Some(ctx.packet_number) {
+            check("a registration is offered at most once per packet", false);
+        }
+        self.last_offer = Some(ctx.packet_number);
         self.table("define");
         if self.sent == 0 {
             check(
@@ -472,7 +506,11 @@ impl Plugin for ApiProbe {
 
     fn process_frame(&mut self, anchor: Anchor, frame: Frame, ctx: RxContext) -> Result<()> {
         match anchor {
-            Anchor::After => self.table("observer"),
+            Anchor::After => {
+                self.table("observer");
+                // The host counts this and changes nothing (CQ-ANCHOR-6).
+                return Err(Error::Plugin(OBSERVER_ERROR));
+            }
             _ => {
                 self.routine("process-frame");
                 if matches!(frame, Frame::Extension(f) if f.frame_type == FRAME_PROBE) {
@@ -501,10 +539,18 @@ impl Plugin for ApiProbe {
         Ok(())
     }
 
-    fn plugin_control(&mut self, id: u64, _: Vec<PluginVal>) -> Result<Vec<PluginVal>> {
+    fn plugin_control(&mut self, id: u64, args: Vec<PluginVal>) -> Result<Vec<PluginVal>> {
         match id {
             CONTROL_TABLE => {
                 self.table("control");
+                let halted = |v: bool| {
+                    host::set(FieldId::SendingHalted, PluginVal::Bool(v)).is_ok()
+                        && matches!(host::get(FieldId::SendingHalted), Ok(PluginVal::Bool(b)) if b == v)
+                };
+                check(
+                    "set-field takes effect before it returns",
+                    halted(true) && halted(false),
+                );
                 self.timer_at = host::now().saturating_add(20_000_000);
                 host::set_timer(TIMER, self.timer_at)?;
                 Ok(Vec::new())
@@ -513,7 +559,8 @@ impl Plugin for ApiProbe {
                 self.fields();
                 Ok(Vec::new())
             }
-            CONTROL_SELF => Ok(Vec::new()),
+            CONTROL_SELF | CONTROL_MANIFEST_DENIED => Ok(Vec::new()),
+            CONTROL_ECHO => Ok(args),
             _ => Err(Error::NotFound(String::from("unknown plugin-control id"))),
         }
     }

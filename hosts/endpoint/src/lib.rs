@@ -395,6 +395,27 @@ pub struct Stats {
 }
 
 impl Stats {
+    /// The stats of a run that ended with `error` before it could report
+    /// anything else (a failed handshake, the overall timeout): every
+    /// endpoint writes its stats JSON, so the reason reaches the runner.
+    pub fn failed(host: &str, args: &Args, error: &str) -> Stats {
+        Stats {
+            schema: 1,
+            host: host.into(),
+            role: args.role,
+            test: args.test.clone(),
+            ok: false,
+            bytes: 0,
+            duration_ms: 0.0,
+            handshake_ms: None,
+            close: Some(error.into()),
+            plugins: Vec::new(),
+            controls: Vec::new(),
+            logs: Vec::new(),
+            extra: Vec::new(),
+        }
+    }
+
     /// Write the JSON to `path` (if given).
     pub fn write(&self, path: Option<&PathBuf>) -> Result<(), String> {
         let Some(path) = path else { return Ok(()) };

@@ -46,11 +46,16 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_FAIL as u8);
         }
     };
-    let code = match rt.block_on(run(args)) {
+    let stats_path = args.stats.clone();
+    let failed = |e: &str| Stats::failed("quinn", &args, e);
+    let code = match rt.block_on(run(args.clone())) {
         Ok(true) => EXIT_PASS,
         Ok(false) => EXIT_FAIL,
         Err(e) => {
             eprintln!("quinn-endpoint: {e}");
+            if let Err(w) = failed(&e).write(stats_path.as_ref()) {
+                eprintln!("quinn-endpoint: {w}");
+            }
             EXIT_FAIL
         }
     };

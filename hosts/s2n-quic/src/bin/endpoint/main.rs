@@ -60,11 +60,16 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_FAIL as u8);
         }
     };
-    let code = match rt.block_on(run(args)) {
+    let stats_path = args.stats.clone();
+    let failed = |e: &str| Stats::failed("s2n-quic", &args, e);
+    let code = match rt.block_on(run(args.clone())) {
         Ok(true) => EXIT_PASS,
         Ok(false) => EXIT_FAIL,
         Err(e) => {
             eprintln!("s2n-endpoint: {e}");
+            if let Err(w) = failed(&e).write(stats_path.as_ref()) {
+                eprintln!("s2n-endpoint: {w}");
+            }
             EXIT_FAIL
         }
     };

@@ -126,6 +126,13 @@ pub fn check_endpoint(who: &str, e: &Expectation, seen: &Observed, size: u64) ->
             format!("{who} closes with `{needle}`: close {text}"),
         ));
     }
+    if e.no_plugins {
+        let plugins = seen.stat("plugins");
+        out.push(Check::new(
+            plugins.as_array().is_some_and(Vec::is_empty),
+            format!("{who} attaches no plugin: {}", text_of(plugins)),
+        ));
+    }
     for p in &e.plugins {
         out.extend(check_plugin(who, p, seen));
     }
@@ -268,10 +275,17 @@ fn describe_match(m: &FieldMatch) -> String {
 
 fn check_logs(who: &str, l: &LogCheck, seen: &Observed) -> Check {
     let logs = seen.logs();
+    let message_matches = |r: &Value| match l.message_contains.is_empty() {
+        true => r["message"] == l.message.as_str(),
+        false => {
+            let text = r["message"].as_str().unwrap_or_default();
+            l.message_contains.iter().all(|n| contains_ci(text, n))
+        }
+    };
     let of_message: Vec<&Value> = logs
         .iter()
         .copied()
-        .filter(|r| r["plugin"] == l.plugin.as_str() && r["message"] == l.message.as_str())
+        .filter(|r| (l.plugin.is_empty() || r["plugin"] == l.plugin.as_str()) && message_matches(r))
         .collect();
     let matching = of_message
         .iter()
@@ -287,6 +301,15 @@ fn check_logs(who: &str, l: &LogCheck, seen: &Observed) -> Check {
         .map(describe_match)
         .collect::<Vec<_>>()
         .join(" ");
+    let message = match l.message_contains.is_empty() {
+        true => format!("`{}`", l.message),
+        false => format!("`…{}…`", l.message_contains.join("…")),
+    };
+    let plugin = if l.plugin.is_empty() {
+        "any plugin or the host"
+    } else {
+        l.plugin.as_str()
+    };
     let (ok, rule) = if l.absent {
         (matching == 0, "none".to_string())
     } else if l.exact {
@@ -307,9 +330,7 @@ fn check_logs(who: &str, l: &LogCheck, seen: &Observed) -> Check {
     Check::new(
         ok,
         format!(
-            "{who}: {rule} `{}` record(s) of {} {wanted}: {matching} of {}{}",
-            l.message,
-            l.plugin,
+            "{who}: {rule} {message} record(s) of {plugin} {wanted}: {matching} of {}{}",
             of_message.len(),
             if ok { String::new() } else { sample }
         ),

@@ -46,6 +46,14 @@ const CONTROL_FIELDS: u64 = 0x61_7003;
 const CONTROL_MANIFEST_DENIED: u64 = 0x61_7004;
 /// Returns its arguments unchanged (CQ-CTRL-5).
 const CONTROL_ECHO: u64 = 0x61_7005;
+/// Calls test-observer's trapping control (0x4f0006) and returns the WIT
+/// name of the error it got (CQ-CTRL-7).
+const CONTROL_CALL_TRAPPING: u64 = 0x61_7006;
+/// Asks for one more frame, sent on its own once the connection is idle
+/// (CQ-SEND-6); its acknowledgement is logged as `late frame acked`.
+const CONTROL_LATE_FRAME: u64 = 0x61_7007;
+const OBSERVER_TRAP: u64 = 0x4f_0006;
+const LATE_TAG: u64 = 100;
 /// The error the AFTER observer returns: the host counts it and ignores it.
 const OBSERVER_ERROR: u64 = 0x0b5e;
 const TIMER: u64 = 7;
@@ -83,6 +91,8 @@ struct ApiProbe {
     /// Frames sent so far (only a few are sent).
     sent: u64,
     timer_at: u64,
+    /// A frame was asked for through CONTROL_LATE_FRAME.
+    late: bool,
     /// The packet number of the last packet that took the registration.
     last_offer: Option<u64>,
 }
@@ -278,6 +288,14 @@ impl ApiProbe {
             host::call_plugin_control(CONTROL_SELF, &[]).map(|_| ()),
         );
         call("log", host::log(LogLevel::Debug, "probe", &[]));
+        call(
+            "register-transport-parameter 2^62",
+            host::register_transport_parameter(1 << 62),
+        );
+        call(
+            "register-transport-parameter its own again",
+            host::register_transport_parameter(TP_PROBE),
+        );
     }
 
     fn fields(&self) {
@@ -323,6 +341,8 @@ impl Plugin for ApiProbe {
             .control(CONTROL_SELF)
             .control(CONTROL_FIELDS)
             .control(CONTROL_ECHO)
+            .control(CONTROL_CALL_TRAPPING)
+            .control(CONTROL_LATE_FRAME)
             // Duplicates have the effect of one entry (CQ-LOAD-8).
             .control(CONTROL_ECHO)
             .reads(&[FieldId::IsServer])
@@ -426,7 +446,7 @@ impl Plugin for ApiProbe {
 
     fn should_send_frame(&mut self, _: Anchor, _: u64, ctx: SendContext) -> Result<bool> {
         self.routine("should-send-frame");
-        Ok(self.sent < 3 && ctx.room >= 16)
+        Ok((self.sent < 3 || self.late) && ctx.room >= 16)
     }
 
     fn prepare_frame(
@@ -453,9 +473,10 @@ impl Plugin for ApiProbe {
             );
         }
         self.sent += 1;
+        let late = core::mem::take(&mut self.late);
         Ok(Some(ExtFrame {
             frame_type,
-            tag: self.sent,
+            tag: if late { LATE_TAG } else { self.sent },
         }))
     }
 
@@ -483,10 +504,13 @@ impl Plugin for ApiProbe {
         Ok(())
     }
 
-    fn notify_frame(&mut self, _: Anchor, _: ExtFrame, outcome: FrameOutcome) -> Result<()> {
+    fn notify_frame(&mut self, _: Anchor, frame: ExtFrame, outcome: FrameOutcome) -> Result<()> {
         self.routine("notify-frame");
         if matches!(outcome, FrameOutcome::Acked) {
             log("notified", &[("outcome", "acked")]);
+            if frame.tag == LATE_TAG {
+                log("late frame acked", &[]);
+            }
         }
         Ok(())
     }
@@ -561,6 +585,17 @@ impl Plugin for ApiProbe {
             }
             CONTROL_SELF | CONTROL_MANIFEST_DENIED => Ok(Vec::new()),
             CONTROL_ECHO => Ok(args),
+            CONTROL_CALL_TRAPPING => {
+                let kind = match host::call_plugin_control(OBSERVER_TRAP, &[]) {
+                    Ok(_) => "ok",
+                    Err(e) => error_kind(&e),
+                };
+                Ok(vec![PluginVal::String(String::from(kind))])
+            }
+            CONTROL_LATE_FRAME => {
+                self.late = true;
+                Ok(Vec::new())
+            }
             _ => Err(Error::NotFound(String::from("unknown plugin-control id"))),
         }
     }

@@ -50,11 +50,16 @@ pub enum InjectedFault {
     SkipProcessFrame,
     /// Do not call AFTER observers (CQ-ANCHOR-3).
     SkipAfterObservers,
+    /// Refuse `send-frame(ping)` with `unsupported` (CQ-API-14).
+    RefusePing,
+    /// Send a PING where a plugin asked for a PATH_CHALLENGE (CQ-API-15,
+    /// RFC 9000 §8.2.1).
+    PathChallengeAsPing,
 }
 
 impl InjectedFault {
     /// Every switch, in declaration order.
-    pub const ALL: [InjectedFault; 7] = [
+    pub const ALL: [InjectedFault; 9] = [
         InjectedFault::AcceptForeignAbi,
         InjectedFault::UncountedDenials,
         InjectedFault::KeepHaltAfterRemoval,
@@ -62,6 +67,8 @@ impl InjectedFault {
         InjectedFault::NoneReadsAsZero,
         InjectedFault::SkipProcessFrame,
         InjectedFault::SkipAfterObservers,
+        InjectedFault::RefusePing,
+        InjectedFault::PathChallengeAsPing,
     ];
 
     /// Its command-line name.
@@ -74,6 +81,8 @@ impl InjectedFault {
             InjectedFault::NoneReadsAsZero => "none-reads-as-zero",
             InjectedFault::SkipProcessFrame => "skip-process-frame",
             InjectedFault::SkipAfterObservers => "skip-after-observers",
+            InjectedFault::RefusePing => "refuse-ping",
+            InjectedFault::PathChallengeAsPing => "path-challenge-as-ping",
         }
     }
 

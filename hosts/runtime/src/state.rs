@@ -451,6 +451,15 @@ impl host_api::Host for PluginState {
     fn send_frame(&mut self, frame: Frame) -> Result<(), Error> {
         let scope = self.scope("send-frame", true)?;
         self.permit("send-frame", Permission::SendFrames)?;
+        let frame = match frame {
+            Frame::PathChallenge(_) if self.injected.has(InjectedFault::PathChallengeAsPing) => {
+                Frame::Ping
+            }
+            Frame::Ping if self.injected.has(InjectedFault::RefusePing) => {
+                return Err(Error::Unsupported("send-frame(ping)".into()));
+            }
+            other => other,
+        };
         // SAFETY: see `Scope`.
         unsafe { &mut *scope.conn }.send_frame(frame)
     }

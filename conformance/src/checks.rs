@@ -430,6 +430,14 @@ pub fn check_datagrams(
             d.all_at_least
         ));
     }
+    if d.some_at_least > 0 {
+        let large = sizes
+            .iter()
+            .filter(|&&s| s >= d.some_at_least as usize)
+            .count();
+        ok &= large > 0;
+        text.push_str(&format!(", some ≥ {} B: {large}", d.some_at_least));
+    }
     if d.some_below > 0 {
         let below = sizes.iter().filter(|&&s| s < d.some_below as usize).count();
         ok &= below > 0;

@@ -141,3 +141,16 @@ fn routines_a_host_that_skips_after_observers_fails() {
         "skip-after-observers",
     );
 }
+
+#[test]
+fn host_calls_a_host_that_refuses_ping_fails() {
+    catches("host-calls.in-plugin-control", "refuse-ping");
+}
+
+#[test]
+fn rfc9000_a_host_that_sends_no_path_challenge_fails() {
+    catches(
+        "rfc9000.path-challenge-datagrams-are-padded",
+        "path-challenge-as-ping",
+    );
+}

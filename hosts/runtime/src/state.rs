@@ -200,7 +200,7 @@ impl PluginState {
         }
         // SAFETY: see `Scope`: the connection outlives the call.
         let value = unsafe { &mut *scope.conn }.get_field(field)?;
-        if value == PluginVal::None && self.injected.has(InjectedFault::NoneReadsAsZero) {
+        if self.injected.has(InjectedFault::NoneReadsAsZero) && value == PluginVal::None {
             return Ok(PluginVal::U64(0));
         }
         Ok(value)

@@ -590,9 +590,11 @@ impl Extension for S2nPlugins {
             // A fault already asked for the plugin-failure close.
             Err(RoutineError::Fault(_)) => Ok(()),
             Err(e) => {
-                self.state
-                    .warn(format!("transport parameter {id:#x} refused: {e}"));
-                // s2n-quic's close reasons are static: the detail goes to the log.
+                let reason = format!("transport parameter {id:#x} refused: {e}");
+                self.state.warn(reason.clone());
+                // s2n-quic's close reasons are static: the detail goes to the log
+                // and to the connection's report.
+                self.state.close.get_or_insert((0x08, reason));
                 Err(transport::Error::TRANSPORT_PARAMETER_ERROR.with_reason("refused by a plugin"))
             }
         }

@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
+mod handshake_failures;
 mod qlog;
 
 type Logs = Arc<Mutex<Vec<LogRecord>>>;
@@ -178,6 +179,7 @@ async fn server(args: &Args, setup: Setup) -> Result<bool, String> {
         .map_err(|e| e.to_string())?
         .build()
         .map_err(|e| e.to_string())?;
+    let (failures, mut failed_handshakes) = handshake_failures::Recorder::new();
     let mut server = s2n_quic::Server::builder()
         .with_tls(tls)
         .map_err(|e| e.to_string())?
@@ -185,7 +187,7 @@ async fn server(args: &Args, setup: Setup) -> Result<bool, String> {
         .map_err(|e| e.to_string())?
         .with_limits(limits()?)
         .map_err(|e| e.to_string())?
-        .with_event(setup.qlog)
+        .with_event((setup.qlog, failures))
         .map_err(|e| e.to_string())?
         .with_extension(setup.plugins)
         .map_err(|e| e.to_string())?
@@ -199,8 +201,22 @@ async fn server(args: &Args, setup: Setup) -> Result<bool, String> {
     let mut controls = Vec::new();
     let mut close = None;
     let mut handled = 0u64;
+    // Plugin reports that arrived while the loop waited for a connection.
+    let mut early_reports = Vec::new();
     while args.connections == 0 || handled < args.connections {
-        let Some(mut conn) = server.accept().await else {
+        let accepted = tokio::select! {
+            conn = server.accept() => conn,
+            Some(failed) = failed_handshakes.recv() => {
+                handled += 1;
+                close = Some(failed);
+                continue;
+            }
+            Some(report) = reports.recv(), if with_plugins_loaded => {
+                early_reports.push(report);
+                continue;
+            }
+        };
+        let Some(mut conn) = accepted else {
             break;
         };
         handled += 1;
@@ -212,7 +228,7 @@ async fn server(args: &Args, setup: Setup) -> Result<bool, String> {
                 Ok(None) => break,
                 Err(e) => {
                     if !is_clean_close(&e) {
-                        close = Some(e.to_string());
+                        close = Some(describe_close(&e));
                     }
                     break;
                 }
@@ -231,8 +247,12 @@ async fn server(args: &Args, setup: Setup) -> Result<bool, String> {
     let mut plugins: Vec<PluginStats> = Vec::new();
     if with_plugins_loaded {
         for _ in 0..handled {
-            let Some(report) = next_report(&mut reports).await else {
-                break;
+            let report = match early_reports.pop() {
+                Some(report) => report,
+                None => match next_report(&mut reports).await {
+                    Some(report) => report,
+                    None => break,
+                },
             };
             plugins.extend(report.stats);
             close = close.map(|c| with_plugin_reason(c, report.close));
@@ -278,6 +298,38 @@ fn with_plugin_reason(close: String, plugins: Option<(u64, String)>) -> String {
     match plugins {
         Some((code, reason)) => format!("{close} ({code:#x}: {reason})"),
         None => close,
+    }
+}
+
+/// A close as the other endpoints render it, with its code ("peer transport
+/// close 0x8: …"): s2n-quic's own text names the error but omits the code.
+fn describe_close(e: &s2n_quic::connection::Error) -> String {
+    use s2n_quic::connection::Error;
+    let who = |local: bool| if local { "local" } else { "peer" };
+    match e {
+        Error::Transport {
+            code, initiator, ..
+        } => format!(
+            "{} transport close {:#x}: {e}",
+            who(initiator.is_local()),
+            code.as_u64()
+        ),
+        Error::Application {
+            error, initiator, ..
+        } => format!(
+            "{} application close {:#x}: {e}",
+            who(initiator.is_local()),
+            u64::from(*error)
+        ),
+        _ => e.to_string(),
+    }
+}
+
+/// A stream error, with the close that caused it rendered by [`describe_close`].
+fn describe_stream_error(e: &s2n_quic::stream::Error) -> String {
+    match e {
+        s2n_quic::stream::Error::ConnectionError { error, .. } => describe_close(error),
+        _ => e.to_string(),
     }
 }
 
@@ -360,7 +412,7 @@ async fn client(args: &Args, mut setup: Setup) -> Result<bool, String> {
     let mut conn = client
         .connect(connect)
         .await
-        .map_err(|e| format!("handshake: {e}"))?;
+        .map_err(|e| format!("handshake: {}", describe_close(&e)))?;
     let handshake = started.elapsed();
     let handle = conn.handle();
     let scheduled = tokio::spawn(run_controls(handle.clone(), args.controls.clone()));
@@ -440,14 +492,18 @@ async fn download(conn: &mut s2n_quic::Connection, n: u64) -> Result<u64, String
     let stream = conn
         .open_bidirectional_stream()
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| describe_close(&e))?;
     let (mut recv, mut send) = stream.split();
     send.send(Bytes::from(format!("GET /{n}\r\n")))
         .await
-        .map_err(|e| e.to_string())?;
-    send.finish().map_err(|e| e.to_string())?;
+        .map_err(|e| describe_stream_error(&e))?;
+    send.finish().map_err(|e| describe_stream_error(&e))?;
     let mut got = 0u64;
-    while let Some(chunk) = recv.receive().await.map_err(|e| e.to_string())? {
+    while let Some(chunk) = recv
+        .receive()
+        .await
+        .map_err(|e| describe_stream_error(&e))?
+    {
         let len = chunk.len();
         let mut offset = 0;
         while offset < len {

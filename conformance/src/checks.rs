@@ -112,6 +112,12 @@ pub fn check_endpoint(who: &str, e: &Expectation, seen: &Observed, size: u64) ->
             ),
         ));
     }
+    for needle in &e.stderr_excludes {
+        out.push(Check::new(
+            !contains_ci(&seen.output, needle),
+            format!("{who} does not say `{needle}`"),
+        ));
+    }
     let close = seen.stat("close");
     if e.close_none {
         out.push(Check::new(
@@ -148,9 +154,12 @@ pub fn check_endpoint(who: &str, e: &Expectation, seen: &Observed, size: u64) ->
             .messages
             .iter()
             .map(|m| {
-                logs.iter().position(|l| {
-                    l["plugin"] == order.plugin.as_str() && l["message"] == m.as_str()
-                })
+                let (plugin, message) = match order.plugin.as_str() {
+                    "" => m.split_once(": ").unwrap_or(("", m.as_str())),
+                    plugin => (plugin, m.as_str()),
+                };
+                logs.iter()
+                    .position(|l| l["plugin"] == plugin && l["message"] == message)
             })
             .collect();
         let ok = positions.iter().all(Option::is_some) && positions.windows(2).all(|w| w[0] < w[1]);

@@ -1,6 +1,7 @@
 //! A manifest that binds plugin-control 0x617101 at the `before` anchor,
 //! which only `define` may have: the host refuses the plugin at load, and
-//! its error names the control id and the anchor (CQ-LOAD-5).
+//! its error names the control id and the anchor (CQ-LOAD-5), even when its
+//! grant lacks the permission it asks for (CQ-LOAD-4).
 
 #![cfg_attr(target_arch = "wasm32", no_std)]
 
@@ -13,11 +14,11 @@ struct BadManifest;
 
 impl Plugin for BadManifest {
     fn manifest() -> Manifest {
-        Manifest::new("bad-manifest", "0.1.0").bind(
-            Routine::PluginControl,
-            Anchor::Before,
-            0x61_7101,
-        )
+        // It also asks for a permission, so that a grant of `none` fails
+        // too: the consistency check must come first (CQ-LOAD-4).
+        Manifest::new("bad-manifest", "0.1.0")
+            .bind(Routine::PluginControl, Anchor::Before, 0x61_7101)
+            .permission(Permission::Logging)
     }
 }
 

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
-mod handshake_failures;
+mod connection_events;
 mod qlog;
 
 type Logs = Arc<Mutex<Vec<LogRecord>>>;
@@ -179,7 +179,7 @@ async fn server(args: &Args, setup: Setup) -> Result<bool, String> {
         .map_err(|e| e.to_string())?
         .build()
         .map_err(|e| e.to_string())?;
-    let (failures, mut failed_handshakes) = handshake_failures::Recorder::new();
+    let (recorder, mut events) = connection_events::Recorder::new();
     let mut server = s2n_quic::Server::builder()
         .with_tls(tls)
         .map_err(|e| e.to_string())?
@@ -187,7 +187,7 @@ async fn server(args: &Args, setup: Setup) -> Result<bool, String> {
         .map_err(|e| e.to_string())?
         .with_limits(limits()?)
         .map_err(|e| e.to_string())?
-        .with_event((setup.qlog, failures))
+        .with_event((setup.qlog, recorder))
         .map_err(|e| e.to_string())?
         .with_extension(setup.plugins)
         .map_err(|e| e.to_string())?
@@ -206,7 +206,7 @@ async fn server(args: &Args, setup: Setup) -> Result<bool, String> {
     while args.connections == 0 || handled < args.connections {
         let accepted = tokio::select! {
             conn = server.accept() => conn,
-            Some(failed) = failed_handshakes.recv() => {
+            Some(failed) = events.failed_handshakes.recv() => {
                 handled += 1;
                 close = Some(failed);
                 continue;
@@ -256,6 +256,18 @@ async fn server(args: &Args, setup: Setup) -> Result<bool, String> {
             };
             plugins.extend(report.stats);
             close = close.map(|c| with_plugin_reason(c, report.close));
+        }
+    }
+    // Exit only once s2n-quic has freed every connection, after its closing
+    // period: the CONNECTION_CLOSE of a connection that failed just now is
+    // still to be sent, and the client would wait for its idle timeout.
+    for _ in 0..handled {
+        match tokio::time::timeout(Duration::from_secs(5), events.freed.recv()).await {
+            Ok(Some(())) => {}
+            _ => {
+                eprintln!("s2n-endpoint: a connection was not freed within 5 s");
+                break;
+            }
         }
     }
     let stats = Stats {

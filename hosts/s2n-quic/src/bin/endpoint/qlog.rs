@@ -4,7 +4,9 @@
 
 use s2n_quic::provider::event::{
     ConnectionInfo, ConnectionMeta, Subscriber,
-    events::{ConnectionClosed, PacketHeader, PacketReceived, PacketSent},
+    events::{
+        ConnectionClosed, DatagramDropped, PacketDropped, PacketHeader, PacketReceived, PacketSent,
+    },
 };
 use s2n_quic_core::event::Timestamp;
 use std::fs::File;
@@ -69,6 +71,21 @@ impl Writer {
     }
 }
 
+impl Writer {
+    /// A dropped packet or datagram, with s2n-quic's reason as its trigger.
+    fn dropped(&mut self, now: Timestamp, name: &str, reason: &str) {
+        let ms = self.time(now);
+        let Some(out) = self.out.as_mut() else {
+            return;
+        };
+        let trigger = serde_json::to_string(reason).unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "\u{1e}{{\"time\":{ms:.3},\"name\":\"transport:{name}\",\"data\":{{\"trigger\":{trigger}}}}}"
+        );
+    }
+}
+
 impl Subscriber for Writer {
     type ConnectionContext = ();
 
@@ -89,6 +106,22 @@ impl Subscriber for Writer {
             "packet_received",
             &event.packet_header,
             event.packet_len,
+        );
+    }
+
+    fn on_packet_dropped(&mut self, _: &mut (), meta: &ConnectionMeta, event: &PacketDropped) {
+        self.dropped(
+            meta.timestamp,
+            "packet_dropped",
+            &format!("{:?}", event.reason),
+        );
+    }
+
+    fn on_datagram_dropped(&mut self, _: &mut (), meta: &ConnectionMeta, event: &DatagramDropped) {
+        self.dropped(
+            meta.timestamp,
+            "datagram_dropped",
+            &format!("{:?}", event.reason),
         );
     }
 

@@ -10,12 +10,12 @@ PLUGIN_OUT := build/plugins
 
 # Reference plugins (shipped) and test plugins (used by the test suite).
 PLUGINS := padding probe bdp dummy ack-logger
-TEST_PLUGINS := test-bench test-hostile test-observer test-abi-mismatch test-liar test-tp-flood test-endless-manifest test-field-probe cq-api-probe cq-init-fails cq-tp-reject cq-bad-manifest cq-observer-probe
+TEST_PLUGINS := test-bench test-chaos test-chaos-sink test-hostile test-observer test-abi-mismatch test-liar test-tp-flood test-endless-manifest test-field-probe cq-api-probe cq-init-fails cq-tp-reject cq-bad-manifest cq-observer-probe cq-parse-only cq-writes-flow-limits
 ALL_PLUGINS := $(PLUGINS) $(TEST_PLUGINS)
 # Host-side packages (everything but the wasm plugin crates).
 HOST_PACKAGES := -p corequic-runtime -p corequic-sdk -p xtask -p corequic-quinn -p corequic-endpoint -p corequic-quiche -p corequic-s2n -p corequic-interop -p corequic-conformance
 
-.PHONY: all setup patches test-upstream plugins wit-doc check-wit-doc fmt-check lint test bench demo interop interop-build interop-test conformance conformance-claims paper browser sizes clean
+.PHONY: all setup patches test-upstream plugins wit-doc check-wit-doc fmt-check lint test bench demo interop interop-build interop-test conformance conformance-claims chaos paper browser sizes clean
 
 all: plugins
 
@@ -95,6 +95,7 @@ test: plugins check-wit-doc fmt-check lint test-upstream
 	$(CARGO) test $(HOST_PACKAGES)
 	$(MAKE) --no-print-directory interop-test
 	$(MAKE) --no-print-directory conformance
+	$(MAKE) --no-print-directory chaos SEEDS=$(TEST_CHAOS_SEEDS)
 
 ## bench: criterion benchmarks of the runtime through the mock host.
 bench: plugins
@@ -154,6 +155,18 @@ conformance: interop-build
 ## conformance-claims: certify every host and rewrite the committed claims.
 conformance-claims: interop-build
 	$(TARGET_DIR)/debug/conformance all --bin-dir $(TARGET_DIR)/debug --out $(CONFORMANCE_OUT) --claims $(CLAIMS_DIR) --write-claims
+
+## chaos: the seeded chaos plugin on every host, in both roles and across
+## host pairs (conformance/README.md); `make test` runs the first
+## $(TEST_CHAOS_SEEDS) seeds. A failing seed prints its reproduction.
+SEEDS ?= 90
+FIRST_SEED ?= 0
+TEST_CHAOS_SEEDS := 36
+CHAOS_OUT := $(TARGET_DIR)/chaos
+chaos: interop-build
+	rm -rf $(CHAOS_OUT)
+	$(TARGET_DIR)/debug/conformance chaos --bin-dir $(TARGET_DIR)/debug --out $(CHAOS_OUT) \
+	  --seeds $(SEEDS) --first-seed $(FIRST_SEED)
 
 ## demo: all five plugins on one in-memory connection through the mock host.
 demo: plugins

@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 pub mod cases;
+pub mod chaos;
 pub mod checks;
 pub mod expectations;
 pub mod report;

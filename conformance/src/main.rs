@@ -4,15 +4,17 @@
 //! conformance run --endpoint PATH --host NAME [options]   certify one host
 //! conformance all --bin-dir DIR [options]                 certify every host of hosts.toml
 //! conformance coverage [options]                          the requirement-coverage gate
+//! conformance chaos --bin-dir DIR [options]               the chaos harness
 //! ```
 
 use corequic_conformance::cases::{self, LoadedCase};
+use corequic_conformance::chaos::ChaosConfig;
 use corequic_conformance::expectations::{CoverageFile, Expectations};
 use corequic_conformance::proto::{CaseResult, Claim, HostReport, Report, Verdict};
 use corequic_conformance::report;
-use corequic_conformance::run::{Target, run_all};
+use corequic_conformance::run::{Capabilities, Target, run_all};
 use corequic_conformance::spec::{self, Requirement};
-use corequic_interop::hosts::parse_hosts;
+use corequic_interop::hosts::{parse_hosts, select_hosts};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -20,6 +22,8 @@ const USAGE: &str = "usage:
   conformance run --endpoint PATH --host NAME [--peer-endpoint PATH] [--subject-arg ARG]... [common]
   conformance all --bin-dir DIR [--hosts-file FILE] [--hosts A,B] [--claims DIR [--write-claims]] [common]
   conformance coverage [common]
+  conformance chaos --bin-dir DIR [--hosts A,B] [--seeds N] [--first-seed S] [--size BYTES]
+                    [--timeout SECS] [--rss-limit-mib M] [common]
 common options:
   --root DIR          the repository (spec/, conformance/; default .)
   --plugin-dir DIR    plugin components (default build/plugins)
@@ -42,12 +46,25 @@ struct Options {
     plugin_dir: Option<PathBuf>,
     out: Option<PathBuf>,
     only: Option<String>,
+    seeds: u64,
+    first_seed: u64,
+    size: u64,
+    timeout: u64,
+    rss_limit_mib: u64,
 }
 
 fn parse(args: &[String]) -> Result<Options, String> {
     let mut o = Options {
         root: PathBuf::from("."),
+        seeds: 12,
+        size: 1_000_000,
+        timeout: 10,
+        rss_limit_mib: 256,
         ..Default::default()
+    };
+    let number = |flag: &str, v: &str| {
+        v.parse::<u64>()
+            .map_err(|_| format!("{flag} needs a number, got `{v}`"))
     };
     let mut it = args.iter();
     while let Some(flag) = it.next() {
@@ -72,6 +89,11 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--plugin-dir" => o.plugin_dir = Some(value.into()),
             "--out" => o.out = Some(value.into()),
             "--only" => o.only = Some(value),
+            "--seeds" => o.seeds = number(flag, &value)?,
+            "--first-seed" => o.first_seed = number(flag, &value)?,
+            "--size" => o.size = number(flag, &value)?,
+            "--timeout" => o.timeout = number(flag, &value)?,
+            "--rss-limit-mib" => o.rss_limit_mib = number(flag, &value)?,
             other => return Err(format!("unknown option {other}")),
         }
     }
@@ -146,7 +168,18 @@ fn certify(
             .unwrap_or_else(|| o.root.join("build/plugins")),
         subject_args: o.subject_args.clone(),
     };
-    let results: Vec<CaseResult> = run_all(&target, &selected(kit, o), &expectations, out);
+    let capabilities = Capabilities::query(endpoint);
+    let (cases, not_applicable): (Vec<LoadedCase>, Vec<LoadedCase>) = selected(kit, o)
+        .into_iter()
+        .partition(|c| capabilities.applies(&c.case));
+    for c in &not_applicable {
+        eprintln!(
+            "{host}: {} does not apply ({})",
+            c.case.name,
+            capabilities.why_not(&c.case)
+        );
+    }
+    let results: Vec<CaseResult> = run_all(&target, &cases, &expectations, out);
     Ok(report::host_report(
         host,
         &endpoint.display().to_string(),
@@ -300,12 +333,51 @@ fn main_with(args: &[String]) -> Result<bool, String> {
             }
             finish(&o, &kit, reports)
         }
+        "chaos" => chaos(&o),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
             Ok(true)
         }
         other => Err(format!("unknown command {other}\n{USAGE}")),
     }
+}
+
+/// `conformance chaos`: the seeded chaos plugin against every selected host.
+fn chaos(o: &Options) -> Result<bool, String> {
+    let bin_dir = o.bin_dir.clone().ok_or("chaos needs --bin-dir DIR")?;
+    let hosts_file = o
+        .hosts_file
+        .clone()
+        .unwrap_or_else(|| o.root.join("interop-runner/hosts.toml"));
+    let text = std::fs::read_to_string(&hosts_file)
+        .map_err(|e| format!("{}: {e}", hosts_file.display()))?;
+    let hosts = select_hosts(&parse_hosts(&text)?, &bin_dir, o.hosts.as_deref())?;
+    let plugin_dir = o
+        .plugin_dir
+        .clone()
+        .unwrap_or_else(|| o.root.join("build/plugins"));
+    let config = ChaosConfig {
+        hosts,
+        plugin: plugin_dir.join("test-chaos.wasm"),
+        sink: plugin_dir.join("test-chaos-sink.wasm"),
+        first_seed: o.first_seed,
+        seeds: o.seeds,
+        size: o.size,
+        timeout_seconds: o.timeout,
+        rss_limit_kib: o.rss_limit_mib * 1024,
+        out: o
+            .out
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("target/chaos")),
+    };
+    let started = std::time::Instant::now();
+    let results = corequic_conformance::chaos::run(&config)?;
+    let summary =
+        corequic_conformance::chaos::summary(&results, &config, started.elapsed().as_secs_f64());
+    eprint!("{summary}");
+    corequic_conformance::chaos::write_summary(&config.out, &summary, &results)?;
+    eprintln!("chaos: {}", config.out.join("summary.txt").display());
+    Ok(results.iter().all(|r| r.violations.is_empty()))
 }
 
 fn main() -> ExitCode {

@@ -3,7 +3,7 @@
 use crate::cases::LoadedCase;
 use crate::checks::{Check, Observed, check_datagrams, check_endpoint};
 use crate::expectations::Expectations;
-use crate::proto::{CaseResult, Role, Side, Verdict};
+use crate::proto::{Case, CaseResult, Role, Side, Verdict};
 use corequic_interop::execute::{Environment, RunSpec, SideSpec, run_pair};
 use corequic_interop::hosts::Host;
 use corequic_interop::link::LinkParams;
@@ -37,7 +37,8 @@ pub struct Target {
 
 /// The link of every kit run: loopback through the recording relay, with
 /// no delay, rate limit or loss.
-fn kit_link() -> LinkParams {
+/// The kit's path: loopback, no delay, no loss.
+pub fn kit_link() -> LinkParams {
     LinkParams {
         one_way_delay: Duration::ZERO,
         rate_bits_per_second: None,
@@ -326,5 +327,102 @@ pub fn verdict_label(v: Verdict) -> &'static str {
         Verdict::VERDICT_EXPECTED_FAIL => "expected failure",
         Verdict::VERDICT_UNEXPECTED_PASS => "UNEXPECTED PASS (stale expectation)",
         Verdict::VERDICT_UNSPECIFIED => "?",
+    }
+}
+
+/// What a host declares through `ENDPOINT --capabilities` (ENDPOINT.md):
+/// the cases that need a capability run only where it is (or is not)
+/// declared.
+#[derive(Debug, Clone, Default)]
+pub struct Capabilities {
+    /// The fields it declares writable; `None` when the endpoint does not
+    /// answer the query (then no case that needs a capability applies).
+    pub writable: Option<Vec<String>>,
+}
+
+impl Capabilities {
+    /// Ask `endpoint --capabilities`.
+    pub fn query(endpoint: &Path) -> Capabilities {
+        let output = Command::new(endpoint)
+            .arg("--capabilities")
+            .stdin(Stdio::null())
+            .output();
+        let writable = output
+            .ok()
+            .filter(|o| o.status.success())
+            .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok())
+            .and_then(|v| {
+                v["writable"].as_array().map(|a| {
+                    a.iter()
+                        .filter_map(|f| f.as_str().map(str::to_string))
+                        .collect()
+                })
+            });
+        Capabilities { writable }
+    }
+
+    /// Whether `case` applies to this host.
+    pub fn applies(&self, case: &Case) -> bool {
+        self.why_not(case).is_empty()
+    }
+
+    /// Why `case` does not apply, or an empty string.
+    pub fn why_not(&self, case: &Case) -> String {
+        if case.needs_writable.is_empty() && case.needs_not_writable.is_empty() {
+            return String::new();
+        }
+        let Some(writable) = &self.writable else {
+            return "the endpoint does not answer --capabilities".into();
+        };
+        let mut missing = Vec::new();
+        for f in &case.needs_writable {
+            if !writable.contains(f) {
+                missing.push(format!("needs {f} writable"));
+            }
+        }
+        for f in &case.needs_not_writable {
+            if writable.contains(f) {
+                missing.push(format!("needs {f} not writable"));
+            }
+        }
+        missing.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_case_that_needs_a_capability_applies_only_where_it_is_declared() {
+        let mut needs_write = Case::new();
+        needs_write.needs_writable.push("max-rx-data".into());
+        let mut needs_no_write = Case::new();
+        needs_no_write.needs_not_writable.push("max-rx-data".into());
+        let plain = Case::new();
+
+        let writes = Capabilities {
+            writable: Some(vec!["max-rx-data".into()]),
+        };
+        let reads_only = Capabilities {
+            writable: Some(Vec::new()),
+        };
+        let silent = Capabilities { writable: None };
+
+        assert!(writes.applies(&needs_write) && !writes.applies(&needs_no_write));
+        assert!(!reads_only.applies(&needs_write) && reads_only.applies(&needs_no_write));
+        assert!(!silent.applies(&needs_write) && !silent.applies(&needs_no_write));
+        assert!(
+            [writes, reads_only, silent]
+                .iter()
+                .all(|c| c.applies(&plain))
+        );
+        assert_eq!(
+            Capabilities {
+                writable: Some(Vec::new())
+            }
+            .why_not(&needs_write),
+            "needs max-rx-data writable"
+        );
     }
 }

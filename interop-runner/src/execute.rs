@@ -127,6 +127,9 @@ pub struct EndpointStats {
     pub controls: Vec<ControlRecord>,
     /// Plugin log lines.
     pub logs: Vec<LogRecord>,
+    /// The process's peak resident set size, KiB, where the endpoint
+    /// reports it.
+    pub peak_rss_kib: Option<u64>,
 }
 
 impl EndpointStats {

@@ -140,6 +140,7 @@ pub struct Args {
 /// The usage text.
 pub const USAGE: &str = "\
 usage: ENDPOINT --role client|server --addr HOST:PORT --test NAME [options]
+       ENDPOINT --capabilities   print the host's capabilities as JSON
   --plugin PATH[=GRANTS]   load a plugin component (repeatable, in order);
                            GRANTS e.g. all | read=is-server,perm=logging
   --size BYTES             client: bytes to GET (default 1000000)
@@ -416,12 +417,53 @@ impl Stats {
         }
     }
 
-    /// Write the JSON to `path` (if given).
+    /// Write the JSON to `path` (if given), with the process's peak RSS
+    /// (`peak_rss_kib`, where the system reports it).
     pub fn write(&self, path: Option<&PathBuf>) -> Result<(), String> {
         let Some(path) = path else { return Ok(()) };
-        let json = serde_json::to_string_pretty(self).map_err(|e| e.to_string())?;
+        let mut value = serde_json::to_value(self).map_err(|e| e.to_string())?;
+        if let (Some(map), Some(kib)) = (value.as_object_mut(), peak_rss_kib()) {
+            map.insert("peak_rss_kib".into(), kib.into());
+        }
+        let json = serde_json::to_string_pretty(&value).map_err(|e| e.to_string())?;
         std::fs::write(path, json).map_err(|e| format!("writing {}: {e}", path.display()))
     }
+}
+
+/// Whether the command line asks for the host's capabilities
+/// (`--capabilities`, ENDPOINT.md) instead of a run.
+pub fn capabilities_requested() -> bool {
+    std::env::args().skip(1).any(|a| a == "--capabilities")
+}
+
+/// The host's capabilities as the JSON object `--capabilities` prints: the
+/// ABI version and the WIT names of the fields it can read and write and of
+/// the routines it calls (CQ-LOAD-6).
+pub fn capabilities_json(caps: &corequic_runtime::HostCapabilities) -> String {
+    use corequic_runtime::abi::FieldId;
+    let names = |set: corequic_runtime::FieldSet| -> Vec<&'static str> {
+        FieldId::ALL
+            .iter()
+            .filter(|f| set.contains(**f))
+            .map(|f| f.name())
+            .collect()
+    };
+    let routines: Vec<&'static str> = caps.routines.iter().map(|r| r.name()).collect();
+    serde_json::json!({
+        "abi_version": corequic_runtime::abi::ABI_VERSION,
+        "readable": names(caps.readable),
+        "writable": names(caps.writable),
+        "routines": routines,
+    })
+    .to_string()
+}
+
+/// The process's peak resident set size in KiB (`VmHWM` of
+/// `/proc/self/status`; `None` where there is no such file).
+pub fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 #[cfg(test)]

@@ -1010,7 +1010,12 @@ impl PluginSet {
         if let Frame::Extension(ext) = frame {
             self.log_plugin_frame(conn, *ext, "frame received");
         }
-        r
+        // A frame parsed for a type no enabled plugin processes has no
+        // effect (CQ-RECV-3): it is not an error of the connection.
+        match r {
+            Err(RoutineError::NotBound) => Ok(()),
+            r => r,
+        }
     }
 
     /// Run the BEFORE or AFTER observers of `process-frame` for a standard

@@ -28,6 +28,13 @@ fn log_lines(logs: &Logs) -> Vec<LogLine> {
 }
 
 fn main() -> ExitCode {
+    if corequic_endpoint::capabilities_requested() {
+        println!(
+            "{}",
+            corequic_endpoint::capabilities_json(&corequic_quinn::capabilities())
+        );
+        return ExitCode::SUCCESS;
+    }
     let args = match Args::parse(std::env::args().skip(1)) {
         Ok(args) => args,
         Err(e) => {

@@ -43,6 +43,13 @@ impl ExtensionFactory for Plugins {
 }
 
 fn main() -> ExitCode {
+    if corequic_endpoint::capabilities_requested() {
+        println!(
+            "{}",
+            corequic_endpoint::capabilities_json(&corequic_s2n::capabilities())
+        );
+        return ExitCode::SUCCESS;
+    }
     let args = match Args::parse(std::env::args().skip(1)) {
         Ok(args) => args,
         Err(e) => {

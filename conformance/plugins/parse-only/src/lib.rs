@@ -1,0 +1,65 @@
+//! Negotiates cq-api-probe's extension (transport parameter 0x6171) and
+//! DEFINEs `parse-frame` for its frame 0x6172, but binds no `process-frame`
+//! for it: the frames the peer's api-probe sends are parsed and must have no
+//! effect (CQ-RECV-3). It logs `parsed` for each frame it parses. Its
+//! control 0x706f01 does nothing: a case schedules it to keep a client's
+//! connection open until the frames are acknowledged.
+
+#![cfg_attr(target_arch = "wasm32", no_std)]
+
+extern crate alloc;
+
+use alloc::{string::String, vec::Vec};
+use corequic_sdk::*;
+
+const TP_PROBE: u64 = 0x6171;
+const FRAME_PROBE: u64 = 0x6172;
+/// cq-api-probe's transport parameter value and frame body.
+const TP_VALUE: [u8; 5] = [0xc0, 0x4e, 0x51, 0x00, 0xff];
+const FRAME_BODY: [u8; 4] = [0xde, 0xad, 0xbe, 0xef];
+const CONTROL_NOOP: u64 = 0x70_6f01;
+
+#[derive(Default)]
+struct ParseOnly;
+
+impl Plugin for ParseOnly {
+    fn manifest() -> Manifest {
+        Manifest::new("parse-only", "0.1.0")
+            .define_transport_parameter(TP_PROBE)
+            .bind(Routine::ParseFrame, Anchor::Define, FRAME_PROBE)
+            .control(CONTROL_NOOP)
+            .permission(Permission::Registration)
+            .permission(Permission::Logging)
+    }
+
+    fn init(&mut self) -> Result<()> {
+        host::register_transport_parameter(TP_PROBE)
+    }
+
+    fn write_transport_parameter(&mut self, _: Anchor, _: u64, out: &OutBuf) -> Result<()> {
+        out.put(&TP_VALUE)
+    }
+
+    fn decode_transport_parameter(&mut self, _: Anchor, _: u64, _: &InBuf) -> Result<()> {
+        host::enable();
+        Ok(())
+    }
+
+    fn parse_frame(&mut self, _: Anchor, frame_type: u64, payload: &InBuf) -> Result<ParsedFrame> {
+        let len = FRAME_BODY.len() as u64;
+        if payload.read(0, len)? != FRAME_BODY {
+            return Err(Error::InvalidArgument(String::from("not a probe frame")));
+        }
+        let _ = host::log(LogLevel::Info, "parsed", &[]);
+        Ok(ParsedFrame {
+            frame: ExtFrame { frame_type, tag: 0 },
+            consumed: len,
+        })
+    }
+
+    fn plugin_control(&mut self, _: u64, _: Vec<PluginVal>) -> Result<Vec<PluginVal>> {
+        Ok(Vec::new())
+    }
+}
+
+export_plugin!(ParseOnly);

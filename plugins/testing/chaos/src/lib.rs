@@ -1,0 +1,635 @@
+//! A seeded chaos plugin for the chaos harness (`make chaos`,
+//! conformance/README.md). It is written against the raw generated WIT
+//! bindings, not the SDK's `Plugin` trait: nothing checks its arguments,
+//! guards re-entry or encodes its frames for it.
+//!
+//! Everything it does is drawn from a 64-bit seed that the harness writes
+//! into [`SEED_BLOCK`] of a copy of the component: the bindings of its
+//! manifest, the frames and transport parameters it registers, its timers,
+//! the host calls it makes from every routine (valid, boundary and
+//! out-of-range arguments), and the faults it commits (traps, CPU spins,
+//! memory growth, log floods, lies about frame lengths, malformed frames and
+//! parameters, stale buffer handles). The same seed gives the same plugin.
+
+#![cfg_attr(target_arch = "wasm32", no_std)]
+
+extern crate alloc;
+
+use alloc::{format, string::String, vec, vec::Vec};
+use core::cell::RefCell;
+use corequic_sdk::bindings::core_quic::plugin::host::{self, InBuf, OutBuf};
+use corequic_sdk::bindings::core_quic::plugin::types::*;
+use corequic_sdk::bindings::exports::core_quic::plugin::routines::Guest;
+
+/// `CQCHAOS!` followed by the seed, little-endian. The harness finds the
+/// marker in the component and overwrites the 8 bytes after it.
+#[used]
+#[unsafe(no_mangle)]
+pub static SEED_BLOCK: [u8; 16] = *b"CQCHAOS!\0\0\0\0\0\0\0\0";
+
+/// Its own plugin-control id (callable by the embedder and by itself).
+const CONTROL: u64 = 0x3c_0001;
+/// Base of the private frame types (16 of them, as test-chaos-sink knows)
+/// and transport parameter ids it uses.
+const FRAME_BASE: u64 = 0x3c_0000;
+const TP_BASE: u64 = 0x3c00;
+
+fn seed() -> u64 {
+    // Volatile: the value is patched in the binary after compilation.
+    let block = unsafe { core::ptr::read_volatile(&raw const SEED_BLOCK) };
+    let mut s = [0u8; 8];
+    s.copy_from_slice(&block[8..]);
+    u64::from_le_bytes(s)
+}
+
+/// splitmix64: small, and good enough to spread the seed's bits.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    /// A number in 0..n (0 when n is 0).
+    fn below(&mut self, n: u64) -> u64 {
+        if n == 0 { 0 } else { self.next() % n }
+    }
+    /// True with probability `per_mille` / 1000.
+    fn chance(&mut self, per_mille: u64) -> bool {
+        self.below(1000) < per_mille
+    }
+    /// A u64 with a bias towards boundaries.
+    fn value(&mut self) -> u64 {
+        match self.below(8) {
+            0 => 0,
+            1 => 1,
+            2 => u64::MAX,
+            3 => 1 << 62,
+            4 => (1 << 62) - 1,
+            5 => self.below(2000),
+            6 => u32::MAX as u64,
+            _ => self.next(),
+        }
+    }
+}
+
+/// What a seed makes of the plugin, fixed for every connection.
+struct Plan {
+    frame_type: u64,
+    registration: FrameRegistration,
+    transport_parameters: Vec<u64>,
+    observed_frames: Vec<u64>,
+    reads: Vec<FieldId>,
+    writes: Vec<FieldId>,
+    /// Per mille: a host call with random arguments in a routine.
+    call_rate: u64,
+    /// Per mille: a fault in a routine.
+    fault_rate: u64,
+    /// Timers armed at init, and the largest re-arm delay in ns.
+    timers: u64,
+    timer_delay: u64,
+    enables: bool,
+}
+
+const FIELDS: [FieldId; 25] = [
+    FieldId::IsServer,
+    FieldId::Version,
+    FieldId::IsEstablished,
+    FieldId::MaxTxData,
+    FieldId::TxData,
+    FieldId::MaxRxData,
+    FieldId::RxData,
+    FieldId::MaxSendUdpPayload,
+    FieldId::LocalAddress,
+    FieldId::PeerAddress,
+    FieldId::IdleTimeout,
+    FieldId::SendingHalted,
+    FieldId::NextPacketNumber,
+    FieldId::LargestAcked,
+    FieldId::LargestReceived,
+    FieldId::LatestRtt,
+    FieldId::SmoothedRtt,
+    FieldId::MinRtt,
+    FieldId::Rttvar,
+    FieldId::MaxAckDelay,
+    FieldId::PtoCount,
+    FieldId::BytesInFlight,
+    FieldId::CongestionWindow,
+    FieldId::Ssthresh,
+    FieldId::MaxDatagramSize,
+];
+
+/// Writable fields every host supports.
+const WRITABLE: [FieldId; 3] = [
+    FieldId::SendingHalted,
+    FieldId::CongestionWindow,
+    FieldId::Ssthresh,
+];
+
+/// Standard frame types it may observe.
+const STANDARD_TYPES: [u64; 8] = [0x00, 0x01, 0x02, 0x06, 0x08, 0x10, 0x1a, 0x1e];
+
+impl Plan {
+    fn new(seed: u64) -> Plan {
+        let mut r = Rng(seed);
+        let frame_type = FRAME_BASE + r.below(16);
+        let position = match r.below(3) {
+            0 => SendPosition::First,
+            1 => SendPosition::AfterAck,
+            _ => SendPosition::End,
+        };
+        let registration = FrameRegistration {
+            frame_type,
+            position,
+            ack_eliciting: r.chance(600),
+            in_flight: r.chance(600),
+        };
+        let mut transport_parameters = Vec::new();
+        for _ in 0..r.below(4) {
+            transport_parameters.push(match r.below(10) {
+                // A standard id or one the stack sends: the host refuses it.
+                0 => r.below(0x20),
+                _ => TP_BASE + r.below(256),
+            });
+        }
+        let observed_frames = STANDARD_TYPES
+            .iter()
+            .copied()
+            .filter(|_| r.chance(300))
+            .collect();
+        let reads = FIELDS.iter().copied().filter(|_| r.chance(700)).collect();
+        // Only fields every host can write: a host refuses a plugin that
+        // asks for more at load, which the conformance cases check.
+        let writes = WRITABLE.iter().copied().filter(|_| r.chance(500)).collect();
+        Plan {
+            frame_type,
+            registration,
+            transport_parameters,
+            observed_frames,
+            reads,
+            writes,
+            call_rate: [0, 5, 50, 300][r.below(4) as usize],
+            fault_rate: [0, 0, 1, 5, 30][r.below(5) as usize],
+            timers: r.below(6),
+            timer_delay: [0, 1_000, 1_000_000, 20_000_000][r.below(4) as usize],
+            enables: r.chance(900),
+        }
+    }
+}
+
+struct Chaos {
+    plan: Plan,
+    rng: Rng,
+    /// A buffer handle kept past its call.
+    kept_handle: Option<u32>,
+    /// Memory held on purpose.
+    hoard: Vec<Vec<u8>>,
+}
+
+static STATE: Global = Global(RefCell::new(None));
+
+struct Global(RefCell<Option<Chaos>>);
+// SAFETY: a wasm plugin instance has one thread.
+unsafe impl Sync for Global {}
+
+/// Run `f` on the instance's state. A host that re-entered the plugin would
+/// make `borrow_mut` panic, which traps: re-entry is not this plugin's test.
+fn with<R>(f: impl FnOnce(&mut Chaos) -> R) -> R {
+    let mut state = STATE.0.borrow_mut();
+    let chaos = state.get_or_insert_with(|| {
+        let seed = seed();
+        Chaos {
+            plan: Plan::new(seed),
+            rng: Rng(seed ^ 0x5eed),
+            kept_handle: None,
+            hoard: Vec::new(),
+        }
+    });
+    f(chaos)
+}
+
+fn trap() -> ! {
+    #[cfg(target_arch = "wasm32")]
+    core::arch::wasm32::unreachable();
+    #[cfg(not(target_arch = "wasm32"))]
+    panic!("trap")
+}
+
+impl Chaos {
+    /// Maybe commit a fault, maybe make random host calls.
+    fn step(&mut self) -> Result<(), Error> {
+        if self.rng.chance(self.plan.fault_rate) {
+            self.fault()?;
+        }
+        let mut calls = 0;
+        while calls < 4 && self.rng.chance(self.plan.call_rate) {
+            self.random_call();
+            calls += 1;
+        }
+        Ok(())
+    }
+
+    fn fault(&mut self) -> Result<(), Error> {
+        match self.rng.below(9) {
+            0 => trap(),
+            1 => {
+                // Spin until the CPU deadline interrupts the call.
+                let mut x = self.rng.next();
+                loop {
+                    x = x.rotate_left(5) ^ 0x9e37;
+                    core::hint::black_box(x);
+                }
+            }
+            2 => {
+                // Grow memory until the limit.
+                loop {
+                    self.hoard.push(vec![1u8; 1 << 20]);
+                }
+            }
+            3 => {
+                // A log flood: many records of 4 KiB.
+                let big = "x".repeat(4096);
+                for _ in 0..25 {
+                    let _ = host::log(LogLevel::Info, &big, &[]);
+                }
+                Ok(())
+            }
+            4 => {
+                if let Some(handle) = self.kept_handle {
+                    // SAFETY: deliberately not: the handle is stale.
+                    let stale = unsafe { OutBuf::from_handle(handle) };
+                    let _ = stale.put(&[0xff]);
+                    core::mem::forget(stale);
+                }
+                Ok(())
+            }
+            5 => Err(Error::Plugin(self.rng.value())),
+            6 => Err(Error::InvalidArgument(String::from("chaos"))),
+            7 => {
+                // Re-enter itself.
+                let _ = host::call_plugin_control(CONTROL, &[]);
+                Ok(())
+            }
+            _ => {
+                self.hoard.push(vec![0u8; self.rng.below(4 << 20) as usize]);
+                Ok(())
+            }
+        }
+    }
+
+    fn random_field(&mut self) -> FieldRef {
+        let id = FIELDS[self.rng.below(FIELDS.len() as u64) as usize];
+        let space = match self.rng.below(5) {
+            0 => Some(PnSpace::Initial),
+            1 => Some(PnSpace::Handshake),
+            2 => Some(PnSpace::ApplicationData),
+            _ => None,
+        };
+        FieldRef { id, space }
+    }
+
+    fn random_value(&mut self) -> PluginVal {
+        match self.rng.below(8) {
+            0 => PluginVal::None,
+            1 => PluginVal::Bool(self.rng.chance(500)),
+            2 => PluginVal::U32(self.rng.value() as u32),
+            3 => PluginVal::U64(self.rng.value()),
+            4 => PluginVal::Duration(self.rng.value()),
+            5 => PluginVal::Bytes(vec![0xab; self.rng.below(64) as usize]),
+            6 => PluginVal::String(String::from("chaos")),
+            _ => PluginVal::S64(self.rng.value() as i64),
+        }
+    }
+
+    fn random_frame(&mut self) -> Frame {
+        match self.rng.below(8) {
+            0 => Frame::Ping,
+            1 => Frame::Padding(self.rng.below(2000)),
+            2 => Frame::PathChallenge(self.rng.next()),
+            3 => Frame::MaxData(self.rng.value()),
+            4 => Frame::HandshakeDone,
+            5 => Frame::RetireConnectionId(self.rng.value()),
+            6 => Frame::DataBlocked(self.rng.value()),
+            _ => Frame::Extension(ExtFrame {
+                frame_type: self.plan.frame_type,
+                tag: self.rng.value(),
+            }),
+        }
+    }
+
+    fn random_call(&mut self) {
+        match self.rng.below(13) {
+            0 => {
+                let f = self.random_field();
+                let _ = host::get_field(f);
+            }
+            1 => {
+                let fields: Vec<FieldRef> = (0..self.rng.below(30))
+                    .map(|_| self.random_field())
+                    .collect();
+                let _ = host::get_fields(&fields);
+            }
+            2 => {
+                let f = self.random_field();
+                let v = match self.random_value() {
+                    PluginVal::Bool(true) if matches!(f.id, FieldId::SendingHalted) => {
+                        PluginVal::Bool(false)
+                    }
+                    v => v,
+                };
+                let _ = host::set_field(f, &v);
+            }
+            3 => {
+                let f = FieldRef {
+                    id: WRITABLE[self.rng.below(3) as usize],
+                    space: None,
+                };
+                let v = match f.id {
+                    // Halting for good would stall the connection by design:
+                    // the plugin only ever releases it.
+                    FieldId::SendingHalted => PluginVal::Bool(false),
+                    _ => PluginVal::U64(self.rng.value()),
+                };
+                let _ = host::set_field(f, &v);
+            }
+            4 => {
+                let frame = self.random_frame();
+                let _ = host::send_frame(&frame);
+            }
+            5 => {
+                let reg = FrameRegistration {
+                    frame_type: match self.rng.below(3) {
+                        0 => self.rng.value(),
+                        _ => FRAME_BASE + self.rng.below(16),
+                    },
+                    ..self.plan.registration
+                };
+                let _ = host::register_frame(reg);
+            }
+            6 => {
+                let _ = host::unregister_frame(FRAME_BASE + self.rng.below(16));
+            }
+            7 => {
+                let _ = host::register_transport_parameter(self.rng.value());
+            }
+            8 => {
+                let at = host::now().saturating_add(self.rng.below(self.plan.timer_delay + 1));
+                let _ = host::set_timer(self.rng.below(8), at);
+            }
+            9 => {
+                let _ = host::cancel_timer(self.rng.value());
+            }
+            10 => {
+                let _ = host::random_bytes(self.rng.below(70_000) as u32);
+            }
+            11 => {
+                let args: Vec<PluginVal> = (0..self.rng.below(4))
+                    .map(|_| self.random_value())
+                    .collect();
+                let id = match self.rng.below(2) {
+                    0 => CONTROL,
+                    _ => self.rng.value(),
+                };
+                let _ = host::call_plugin_control(id, &args);
+            }
+            _ => {
+                let v = self.random_value();
+                let _ = host::log(LogLevel::Debug, "chaos", &[(String::from("v"), v)]);
+            }
+        }
+    }
+
+    /// Write `len` bytes of its frame, or a lie about it.
+    fn frame_bytes(&mut self, frame: &ExtFrame, len: u64) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        match self.rng.below(20) {
+            // Another frame than the one registered.
+            0 => bytes.extend_from_slice(&[0x1c, 0x00, 0x00, 0x00]),
+            1 => bytes.extend(vec![0xffu8; len as usize + 1]),
+            2 => {}
+            // Its frame: the type, one byte that gives the body's length,
+            // the body (what test-chaos-sink parses).
+            _ => {
+                encode_varint(frame.frame_type, &mut bytes);
+                let body = (len as usize).saturating_sub(bytes.len() + 1).min(255);
+                bytes.push(body as u8);
+                bytes.resize(bytes.len() + body, 0x5a);
+                bytes.truncate(len as usize);
+            }
+        }
+        bytes
+    }
+}
+
+fn varint_len(v: u64) -> u64 {
+    match v {
+        0..=63 => 1,
+        64..=16383 => 2,
+        16384..=1_073_741_823 => 4,
+        _ => 8,
+    }
+}
+
+fn encode_varint(v: u64, out: &mut Vec<u8>) {
+    match varint_len(v) {
+        1 => out.push(v as u8),
+        2 => out.extend_from_slice(&((v as u16) | 0x4000).to_be_bytes()),
+        4 => out.extend_from_slice(&((v as u32) | 0x8000_0000).to_be_bytes()),
+        _ => out.extend_from_slice(&(v | 0xc000_0000_0000_0000).to_be_bytes()),
+    }
+}
+
+struct ChaosPlugin;
+
+impl Guest for ChaosPlugin {
+    fn manifest() -> PluginManifest {
+        with(|c| {
+            let p = &c.plan;
+            let mut bindings = Vec::new();
+            let mut bind = |routine, anchor, param| {
+                bindings.push(Binding {
+                    routine,
+                    anchor,
+                    param,
+                })
+            };
+            for routine in [
+                Routine::ShouldSendFrame,
+                Routine::PrepareFrame,
+                Routine::FrameWireLen,
+                Routine::WriteFrame,
+                Routine::OnFrameReserved,
+                Routine::NotifyFrame,
+                Routine::ParseFrame,
+                Routine::ProcessFrame,
+                Routine::LogFrame,
+            ] {
+                bind(routine, Anchor::Define, p.frame_type);
+            }
+            for &id in &p.transport_parameters {
+                bind(Routine::WriteTransportParameter, Anchor::Define, id);
+                bind(Routine::DecodeTransportParameter, Anchor::Define, id);
+            }
+            for &ty in &p.observed_frames {
+                bind(Routine::ProcessFrame, Anchor::After, ty);
+                bind(Routine::ProcessFrame, Anchor::Before, ty);
+            }
+            bind(Routine::PluginControl, Anchor::Define, CONTROL);
+            PluginManifest {
+                name: String::from("chaos"),
+                version: String::from("0.1.0"),
+                abi_version: String::from(corequic_sdk::ABI_VERSION),
+                bindings,
+                reads: p.reads.clone(),
+                writes: p.writes.clone(),
+                permissions: vec![
+                    Permission::Timers,
+                    Permission::Randomness,
+                    Permission::Logging,
+                    Permission::Registration,
+                    Permission::SendFrames,
+                    Permission::PluginControl,
+                ],
+            }
+        })
+    }
+
+    fn init() -> Result<(), Error> {
+        with(|c| {
+            let _ = host::register_frame(c.plan.registration);
+            for id in c.plan.transport_parameters.clone() {
+                let _ = host::register_transport_parameter(id);
+            }
+            for id in 0..c.plan.timers {
+                let delay = c.rng.below(c.plan.timer_delay + 1);
+                let _ = host::set_timer(id, host::now().saturating_add(delay));
+            }
+            if c.plan.enables {
+                host::enable();
+            }
+            c.step()
+        })
+    }
+
+    fn write_transport_parameter(_: Anchor, id: u64, out: &OutBuf) -> Result<(), Error> {
+        with(|c| {
+            c.kept_handle = Some(out.handle());
+            c.step()?;
+            let len = match c.rng.below(10) {
+                0 => out.capacity() + 1,
+                1 => c.rng.below(2048),
+                _ => c.rng.below(16),
+            };
+            let _ = out.put(&vec![(id & 0xff) as u8; len as usize]);
+            Ok(())
+        })
+    }
+
+    fn decode_transport_parameter(_: Anchor, _: u64, value: &InBuf) -> Result<(), Error> {
+        with(|c| {
+            let _ = value.read(c.rng.value(), c.rng.value());
+            c.step()
+        })
+    }
+
+    fn should_send_frame(_: Anchor, _: u64, _: SendContext) -> Result<bool, Error> {
+        with(|c| {
+            c.step()?;
+            Ok(c.rng.chance(300))
+        })
+    }
+
+    fn prepare_frame(
+        _: Anchor,
+        frame_type: u64,
+        _: SendContext,
+    ) -> Result<Option<ExtFrame>, Error> {
+        with(|c| {
+            c.step()?;
+            Ok(c.rng.chance(900).then(|| ExtFrame {
+                frame_type,
+                tag: c.rng.value(),
+            }))
+        })
+    }
+
+    fn frame_wire_len(_: Anchor, frame: ExtFrame) -> Result<u64, Error> {
+        with(|c| {
+            c.step()?;
+            let honest = varint_len(frame.frame_type) + 1 + (frame.tag % 64);
+            Ok(match c.rng.below(20) {
+                0 => 0,
+                1 => c.rng.value(),
+                2 => honest + 1,
+                _ => honest,
+            })
+        })
+    }
+
+    fn write_frame(_: Anchor, frame: ExtFrame, out: &OutBuf) -> Result<(), Error> {
+        with(|c| {
+            c.kept_handle = Some(out.handle());
+            c.step()?;
+            let bytes = c.frame_bytes(&frame, out.capacity());
+            let _ = out.put(&bytes);
+            Ok(())
+        })
+    }
+
+    fn on_frame_reserved(_: Anchor, _: ExtFrame, _: SendContext) -> Result<(), Error> {
+        with(|c| c.step())
+    }
+
+    fn notify_frame(_: Anchor, _: ExtFrame, _: FrameOutcome) -> Result<(), Error> {
+        with(|c| c.step())
+    }
+
+    fn parse_frame(_: Anchor, frame_type: u64, payload: &InBuf) -> Result<ParsedFrame, Error> {
+        with(|c| {
+            c.step()?;
+            let consumed = match c.rng.below(10) {
+                0 => c.rng.value(),
+                1 => payload.len().saturating_add(1),
+                _ => payload.len().min(63),
+            };
+            Ok(ParsedFrame {
+                frame: ExtFrame { frame_type, tag: 0 },
+                consumed,
+            })
+        })
+    }
+
+    fn process_frame(_: Anchor, _: Frame, _: RxContext) -> Result<(), Error> {
+        with(|c| c.step())
+    }
+
+    fn log_frame(_: Anchor, frame: Frame) -> Result<String, Error> {
+        with(|c| {
+            c.step()?;
+            Ok(format!("{frame:?}").repeat(c.rng.below(4) as usize))
+        })
+    }
+
+    fn on_plugin_timeout(id: u64, now: u64) -> Result<(), Error> {
+        with(|c| {
+            c.step()?;
+            if c.rng.chance(800) {
+                let delay = c.rng.below(c.plan.timer_delay + 1);
+                let _ = host::set_timer(id, now.saturating_add(delay));
+            }
+            Ok(())
+        })
+    }
+
+    fn plugin_control(_: u64, args: Vec<PluginVal>) -> Result<Vec<PluginVal>, Error> {
+        with(|c| {
+            c.step()?;
+            Ok(args)
+        })
+    }
+}
+
+corequic_sdk::bindings::export_bindings!(ChaosPlugin with_types_in corequic_sdk::bindings);

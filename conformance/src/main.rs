@@ -14,7 +14,7 @@ use corequic_conformance::proto::{CaseResult, Claim, HostReport, Report, Verdict
 use corequic_conformance::report;
 use corequic_conformance::run::{Capabilities, Target, run_all};
 use corequic_conformance::spec::{self, Requirement};
-use corequic_interop::hosts::{parse_hosts, select_hosts};
+use corequic_interop::hosts::{HostEntry, parse_hosts, select_hosts};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -313,13 +313,7 @@ fn main_with(args: &[String]) -> Result<bool, String> {
         "all" => {
             eprintln!("{}", gate(&kit)?);
             let bin_dir = o.bin_dir.clone().ok_or("all needs --bin-dir DIR")?;
-            let hosts_file = o
-                .hosts_file
-                .clone()
-                .unwrap_or_else(|| o.root.join("interop-runner/hosts.toml"));
-            let text = std::fs::read_to_string(&hosts_file)
-                .map_err(|e| format!("{}: {e}", hosts_file.display()))?;
-            let entries = parse_hosts(&text)?;
+            let entries = host_entries(&o)?;
             let mut reports = Vec::new();
             for e in &entries {
                 if o.hosts.as_ref().is_some_and(|w| !w.contains(&e.name)) {
@@ -342,16 +336,21 @@ fn main_with(args: &[String]) -> Result<bool, String> {
     }
 }
 
-/// `conformance chaos`: the seeded chaos plugin against every selected host.
-fn chaos(o: &Options) -> Result<bool, String> {
-    let bin_dir = o.bin_dir.clone().ok_or("chaos needs --bin-dir DIR")?;
+/// The hosts of `--hosts-file` (default `interop-runner/hosts.toml`).
+fn host_entries(o: &Options) -> Result<Vec<HostEntry>, String> {
     let hosts_file = o
         .hosts_file
         .clone()
         .unwrap_or_else(|| o.root.join("interop-runner/hosts.toml"));
     let text = std::fs::read_to_string(&hosts_file)
         .map_err(|e| format!("{}: {e}", hosts_file.display()))?;
-    let hosts = select_hosts(&parse_hosts(&text)?, &bin_dir, o.hosts.as_deref())?;
+    parse_hosts(&text)
+}
+
+/// `conformance chaos`: the seeded chaos plugin against every selected host.
+fn chaos(o: &Options) -> Result<bool, String> {
+    let bin_dir = o.bin_dir.clone().ok_or("chaos needs --bin-dir DIR")?;
+    let hosts = select_hosts(&host_entries(o)?, &bin_dir, o.hosts.as_deref())?;
     let plugin_dir = o
         .plugin_dir
         .clone()

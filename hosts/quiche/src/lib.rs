@@ -73,6 +73,10 @@ pub fn capabilities() -> HostCapabilities {
     }
 }
 
+/// The largest congestion window a plugin may write, 2^48 bytes: far above
+/// any real window, with room left for quiche's arithmetic on it.
+pub const MAX_CONGESTION_WINDOW: usize = 1 << 48;
+
 /// Receives the plugins' log records (and the adapter's own warnings).
 pub type LogSink = Arc<dyn Fn(&LogRecord) + Send + Sync>;
 
@@ -277,10 +281,24 @@ impl HostConnection for QuicheConn<'_, '_, '_> {
                 self.st.sending_halted = halt;
                 true
             }
-            (FieldId::CongestionWindow, PluginVal::U64(w)) => match self.cx.as_mut() {
-                Some(cx) => cx.set_cwnd(usize::try_from(w).unwrap_or(usize::MAX)),
-                None => return Err(unavailable(field.id)),
-            },
+            (FieldId::CongestionWindow, PluginVal::U64(w)) => {
+                // quiche adds to and multiplies the window in usize: a window
+                // near usize::MAX overflows (a chaos seed aborted the process
+                // in cwnd_available). A larger value is refused, never
+                // clamped (CQ-FIELD-8).
+                let w = usize::try_from(w)
+                    .ok()
+                    .filter(|w| *w <= MAX_CONGESTION_WINDOW)
+                    .ok_or_else(|| {
+                        abi::Error::InvalidArgument(format!(
+                            "congestion-window: quiche's congestion controller holds at most {MAX_CONGESTION_WINDOW} bytes, not {w}"
+                        ))
+                    })?;
+                match self.cx.as_mut() {
+                    Some(cx) => cx.set_cwnd(w),
+                    None => return Err(unavailable(field.id)),
+                }
+            }
             (FieldId::Ssthresh, v @ (PluginVal::U64(_) | PluginVal::None)) => {
                 let s = match v {
                     PluginVal::U64(s) => Some(usize::try_from(s).unwrap_or(usize::MAX)),

@@ -59,6 +59,35 @@ pub use bindings::core_quic::plugin::types::{
     PnSpace, Routine, RxContext, SendContext, SendPosition,
 };
 
+/// Every field of the ABI, in the order of the WIT `field-id` enum.
+pub const FIELDS: [FieldId; 25] = [
+    FieldId::IsServer,
+    FieldId::Version,
+    FieldId::IsEstablished,
+    FieldId::MaxTxData,
+    FieldId::TxData,
+    FieldId::MaxRxData,
+    FieldId::RxData,
+    FieldId::MaxSendUdpPayload,
+    FieldId::LocalAddress,
+    FieldId::PeerAddress,
+    FieldId::IdleTimeout,
+    FieldId::SendingHalted,
+    FieldId::NextPacketNumber,
+    FieldId::LargestAcked,
+    FieldId::LargestReceived,
+    FieldId::LatestRtt,
+    FieldId::SmoothedRtt,
+    FieldId::MinRtt,
+    FieldId::Rttvar,
+    FieldId::MaxAckDelay,
+    FieldId::PtoCount,
+    FieldId::BytesInFlight,
+    FieldId::CongestionWindow,
+    FieldId::Ssthresh,
+    FieldId::MaxDatagramSize,
+];
+
 /// The result type of routines and host calls.
 pub type Result<T> = core::result::Result<T, Error>;
 

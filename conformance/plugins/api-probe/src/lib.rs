@@ -31,9 +31,8 @@ extern crate alloc;
 use alloc::{string::String, vec, vec::Vec};
 use corequic_sdk::text::error_kind;
 use corequic_sdk::*;
+use cq_probe_protocol::{FRAME_BODY, FRAME_PROBE, TP_PROBE, TP_VALUE, wire_len};
 
-const TP_PROBE: u64 = 0x6171;
-const FRAME_PROBE: u64 = 0x6172;
 const ACK: u64 = 0x02;
 /// Run the call table in the `control` phase and arm the timer.
 const CONTROL_TABLE: u64 = 0x61_7001;
@@ -57,10 +56,6 @@ const LATE_TAG: u64 = 100;
 /// The error the AFTER observer returns: the host counts it and ignores it.
 const OBSERVER_ERROR: u64 = 0x0b5e;
 const TIMER: u64 = 7;
-/// The transport parameter's value: the peer must receive exactly these.
-const TP_VALUE: [u8; 5] = [0xc0, 0x4e, 0x51, 0x00, 0xff];
-/// The frame's body after its type.
-const FRAME_BODY: [u8; 4] = [0xde, 0xad, 0xbe, 0xef];
 
 const ROUTINES: [&str; 12] = [
     "init",
@@ -76,11 +71,6 @@ const ROUTINES: [&str; 12] = [
     "process-frame",
     "on-plugin-timeout",
 ];
-
-/// The probe frame's length on the wire: its type as a varint, then the body.
-fn wire_len() -> u64 {
-    (varint::len(FRAME_PROBE).unwrap_or(8) + FRAME_BODY.len()) as u64
-}
 
 #[derive(Default)]
 struct ApiProbe {
@@ -148,7 +138,8 @@ fn value_kind(v: &PluginVal) -> &'static str {
     }
 }
 
-const FIELDS: [(FieldId, &str, bool); 25] = [
+/// Every field with its WIT name, and whether it is read per space.
+const FIELD_TABLE: [(FieldId, &str, bool); 25] = [
     (FieldId::IsServer, "is-server", false),
     (FieldId::Version, "version", false),
     (FieldId::IsEstablished, "is-established", false),
@@ -299,7 +290,7 @@ impl ApiProbe {
     }
 
     fn fields(&self) {
-        for (id, name, per_space) in FIELDS {
+        for (id, name, per_space) in FIELD_TABLE {
             let spaces: &[(Option<PnSpace>, &str)] = if per_space {
                 &[
                     (Some(PnSpace::Initial), "initial"),
@@ -347,32 +338,14 @@ impl Plugin for ApiProbe {
             .control(CONTROL_ECHO)
             .reads(&[FieldId::IsServer])
             .permission(Permission::Logging)
-            .reads(&[
-                FieldId::IsServer,
-                FieldId::Version,
-                FieldId::IsEstablished,
-                FieldId::MaxTxData,
-                FieldId::TxData,
-                FieldId::MaxRxData,
-                FieldId::RxData,
-                FieldId::MaxSendUdpPayload,
-                FieldId::LocalAddress,
-                FieldId::PeerAddress,
-                FieldId::IdleTimeout,
-                FieldId::SendingHalted,
-                FieldId::NextPacketNumber,
-                FieldId::LargestAcked,
-                FieldId::LargestReceived,
-                FieldId::LatestRtt,
-                FieldId::SmoothedRtt,
-                FieldId::MinRtt,
-                FieldId::Rttvar,
-                FieldId::MaxAckDelay,
-                FieldId::PtoCount,
-                FieldId::BytesInFlight,
-                FieldId::CongestionWindow,
-                FieldId::MaxDatagramSize,
-            ])
+            // Every field but ssthresh, whose reads must be denied.
+            .reads(
+                &corequic_sdk::FIELDS
+                    .iter()
+                    .copied()
+                    .filter(|f| !matches!(f, FieldId::Ssthresh))
+                    .collect::<Vec<_>>(),
+            )
             .writes(&[FieldId::SendingHalted])
             .permission(Permission::Registration)
             .permission(Permission::Logging)

@@ -33,12 +33,8 @@ extern crate alloc;
 
 use alloc::{format, string::String, vec, vec::Vec};
 use corequic_sdk::*;
+use cq_probe_protocol::{FRAME_BODY, FRAME_PROBE, TP_PROBE, TP_VALUE, wire_len};
 
-const TP_PROBE: u64 = 0x6171;
-const FRAME_PROBE: u64 = 0x6172;
-/// cq-api-probe's transport parameter value and frame body.
-const TP_VALUE: [u8; 5] = [0xc0, 0x4e, 0x51, 0x00, 0xff];
-const FRAME_BODY: [u8; 4] = [0xde, 0xad, 0xbe, 0xef];
 /// Dispatch types whose frames it observes (CQ-ROUTINE-5).
 const ACK: u64 = 0x02;
 const STREAM: u64 = 0x08;
@@ -259,9 +255,7 @@ impl Plugin for ObserverProbe {
             anchor,
             format!("{frame:?} {}", out.capacity()),
         );
-        // cq-api-probe's frame: its type as a varint, then the body.
-        let wire_len = (varint::len(FRAME_PROBE).unwrap_or(8) + FRAME_BODY.len()) as u64;
-        self.scribble("write-frame", out, Some(wire_len));
+        self.scribble("write-frame", out, Some(wire_len()));
         Ok(())
     }
 

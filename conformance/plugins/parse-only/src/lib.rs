@@ -11,12 +11,8 @@ extern crate alloc;
 
 use alloc::{string::String, vec::Vec};
 use corequic_sdk::*;
+use cq_probe_protocol::{FRAME_BODY, FRAME_PROBE, TP_PROBE, TP_VALUE};
 
-const TP_PROBE: u64 = 0x6171;
-const FRAME_PROBE: u64 = 0x6172;
-/// cq-api-probe's transport parameter value and frame body.
-const TP_VALUE: [u8; 5] = [0xc0, 0x4e, 0x51, 0x00, 0xff];
-const FRAME_BODY: [u8; 4] = [0xde, 0xad, 0xbe, 0xef];
 const CONTROL_NOOP: u64 = 0x70_6f01;
 
 #[derive(Default)]

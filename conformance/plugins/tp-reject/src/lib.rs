@@ -8,8 +8,7 @@ extern crate alloc;
 
 use alloc::string::String;
 use corequic_sdk::*;
-
-const TP: u64 = 0x6171;
+use cq_probe_protocol::TP_PROBE as TP;
 
 #[derive(Default)]
 struct TpReject;

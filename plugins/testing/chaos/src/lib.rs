@@ -20,6 +20,7 @@ use core::cell::RefCell;
 use corequic_sdk::bindings::core_quic::plugin::host::{self, InBuf, OutBuf};
 use corequic_sdk::bindings::core_quic::plugin::types::*;
 use corequic_sdk::bindings::exports::core_quic::plugin::routines::Guest;
+use corequic_sdk::{FIELDS, varint};
 
 /// `CQCHAOS!` followed by the seed, little-endian. The harness finds the
 /// marker in the component and overwrites the 8 bytes after it.
@@ -93,34 +94,6 @@ struct Plan {
     timer_delay: u64,
     enables: bool,
 }
-
-const FIELDS: [FieldId; 25] = [
-    FieldId::IsServer,
-    FieldId::Version,
-    FieldId::IsEstablished,
-    FieldId::MaxTxData,
-    FieldId::TxData,
-    FieldId::MaxRxData,
-    FieldId::RxData,
-    FieldId::MaxSendUdpPayload,
-    FieldId::LocalAddress,
-    FieldId::PeerAddress,
-    FieldId::IdleTimeout,
-    FieldId::SendingHalted,
-    FieldId::NextPacketNumber,
-    FieldId::LargestAcked,
-    FieldId::LargestReceived,
-    FieldId::LatestRtt,
-    FieldId::SmoothedRtt,
-    FieldId::MinRtt,
-    FieldId::Rttvar,
-    FieldId::MaxAckDelay,
-    FieldId::PtoCount,
-    FieldId::BytesInFlight,
-    FieldId::CongestionWindow,
-    FieldId::Ssthresh,
-    FieldId::MaxDatagramSize,
-];
 
 /// Writable fields every host supports.
 const WRITABLE: [FieldId; 3] = [
@@ -425,21 +398,11 @@ impl Chaos {
 }
 
 fn varint_len(v: u64) -> u64 {
-    match v {
-        0..=63 => 1,
-        64..=16383 => 2,
-        16384..=1_073_741_823 => 4,
-        _ => 8,
-    }
+    varint::len(v).unwrap_or(8) as u64
 }
 
 fn encode_varint(v: u64, out: &mut Vec<u8>) {
-    match varint_len(v) {
-        1 => out.push(v as u8),
-        2 => out.extend_from_slice(&((v as u16) | 0x4000).to_be_bytes()),
-        4 => out.extend_from_slice(&((v as u32) | 0x8000_0000).to_be_bytes()),
-        _ => out.extend_from_slice(&(v | 0xc000_0000_0000_0000).to_be_bytes()),
-    }
+    varint::encode(v, out);
 }
 
 struct ChaosPlugin;

@@ -104,6 +104,16 @@ pub use manifest::Manifest;
 #[cfg(all(target_arch = "wasm32", not(test)))]
 mod rt;
 
+/// Trap: end the current call with a fault, which the host reports and
+/// answers by removing the plugin (spec CQ-LIMIT-4). Outside wasm (host-side
+/// unit tests of a plugin) it panics.
+pub fn trap() -> ! {
+    #[cfg(target_arch = "wasm32")]
+    core::arch::wasm32::unreachable();
+    #[cfg(not(target_arch = "wasm32"))]
+    panic!("trap")
+}
+
 fn not_implemented<T>(routine: &str) -> Result<T> {
     let mut message = String::from(routine);
     message.push_str(" is not implemented by this plugin");
@@ -242,8 +252,7 @@ impl<T: Default> InstanceCell<T> {
     pub fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
         if self.busy.replace(true) {
             // The host never re-enters a running plugin; trap if it does.
-            #[cfg(target_arch = "wasm32")]
-            core::arch::wasm32::unreachable();
+            trap();
         }
         // SAFETY: the busy flag guarantees this is the only live borrow.
         let value = unsafe { &mut *self.value.get() }.get_or_insert_with(T::default);

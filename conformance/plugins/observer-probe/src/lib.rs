@@ -372,11 +372,4 @@ impl Plugin for ObserverProbe {
     }
 }
 
-fn trap() -> ! {
-    #[cfg(target_arch = "wasm32")]
-    core::arch::wasm32::unreachable();
-    #[cfg(not(target_arch = "wasm32"))]
-    panic!("trap")
-}
-
 export_plugin!(ObserverProbe);

@@ -20,7 +20,7 @@ use core::cell::RefCell;
 use corequic_sdk::bindings::core_quic::plugin::host::{self, InBuf, OutBuf};
 use corequic_sdk::bindings::core_quic::plugin::types::*;
 use corequic_sdk::bindings::exports::core_quic::plugin::routines::Guest;
-use corequic_sdk::{FIELDS, varint};
+use corequic_sdk::{FIELDS, trap, varint};
 
 /// `CQCHAOS!` followed by the seed, little-endian. The harness finds the
 /// marker in the component and overwrites the 8 bytes after it.
@@ -182,13 +182,6 @@ fn with<R>(f: impl FnOnce(&mut Chaos) -> R) -> R {
         }
     });
     f(chaos)
-}
-
-fn trap() -> ! {
-    #[cfg(target_arch = "wasm32")]
-    core::arch::wasm32::unreachable();
-    #[cfg(not(target_arch = "wasm32"))]
-    panic!("trap")
 }
 
 impl Chaos {

@@ -42,10 +42,6 @@ struct Hostile {
     init_control: Option<Result<Vec<PluginVal>>>,
 }
 
-fn trap() -> ! {
-    core::arch::wasm32::unreachable()
-}
-
 impl Plugin for Hostile {
     fn manifest() -> Manifest {
         [

@@ -1,7 +1,9 @@
 //! What the server endpoint learns from s2n-quic's event subscriber:
 //!
-//! - connections whose handshake failed, which s2n-quic never hands to
-//!   `accept()`, and why they closed;
+//! - connections that s2n-quic never hands to `accept()`, and why they
+//!   closed: those whose handshake failed, and those that closed in the
+//!   very datagram that completed their handshake (a client's Finished
+//!   coalesced with its CONNECTION_CLOSE);
 //! - when each connection is freed, after its closing period: a server that
 //!   exits before then would take the CONNECTION_CLOSE of a connection that
 //!   just failed with it, and strand the client.
@@ -13,10 +15,19 @@ use s2n_quic::provider::event::{
 use tokio::sync::mpsc;
 
 /// Sends the rendered close of every connection that closed before its
-/// handshake completed, and a signal when any connection is freed.
+/// handshake completed, and a [`Freed`] message when any connection is freed.
 pub struct Recorder {
     failed_handshakes: mpsc::UnboundedSender<String>,
-    freed: mpsc::UnboundedSender<()>,
+    freed: mpsc::UnboundedSender<Freed>,
+}
+
+/// A connection s2n-quic has freed.
+pub struct Freed {
+    /// Its id, as `s2n_quic::Connection::id` gives it.
+    pub id: u64,
+    /// How it closed, if it closed after completing its handshake (whether
+    /// the application accepted it is for the receiver to know).
+    pub closed_after_handshake: Option<String>,
 }
 
 /// The receiving ends of a [`Recorder`].
@@ -24,7 +35,7 @@ pub struct Events {
     /// The close of each connection whose handshake failed.
     pub failed_handshakes: mpsc::UnboundedReceiver<String>,
     /// One message per freed connection.
-    pub freed: mpsc::UnboundedReceiver<()>,
+    pub freed: mpsc::UnboundedReceiver<Freed>,
 }
 
 impl Recorder {
@@ -47,22 +58,33 @@ impl Recorder {
 
 /// Per-connection state; s2n-quic drops it when it frees the connection.
 pub struct Connection {
+    id: u64,
     complete: bool,
-    freed: mpsc::UnboundedSender<()>,
+    closed_after_handshake: Option<String>,
+    freed: mpsc::UnboundedSender<Freed>,
 }
 
 impl Drop for Connection {
     fn drop(&mut self) {
-        let _ = self.freed.send(());
+        let _ = self.freed.send(Freed {
+            id: self.id,
+            closed_after_handshake: self.closed_after_handshake.take(),
+        });
     }
 }
 
 impl Subscriber for Recorder {
     type ConnectionContext = Connection;
 
-    fn create_connection_context(&mut self, _: &ConnectionMeta, _: &ConnectionInfo) -> Connection {
+    fn create_connection_context(
+        &mut self,
+        meta: &ConnectionMeta,
+        _: &ConnectionInfo,
+    ) -> Connection {
         Connection {
+            id: meta.id,
             complete: false,
+            closed_after_handshake: None,
             freed: self.freed.clone(),
         }
     }
@@ -84,10 +106,11 @@ impl Subscriber for Recorder {
         _: &ConnectionMeta,
         event: &ConnectionClosed,
     ) {
-        if !connection.complete {
-            let _ = self
-                .failed_handshakes
-                .send(crate::describe_close(&event.error));
+        let close = crate::describe_close(&event.error);
+        if connection.complete {
+            connection.closed_after_handshake = Some(close);
+        } else {
+            let _ = self.failed_handshakes.send(close);
         }
     }
 }

@@ -210,12 +210,29 @@ async fn server(args: &Args, setup: Setup) -> Result<bool, String> {
     let mut handled = 0u64;
     // Plugin reports that arrived while the loop waited for a connection.
     let mut early_reports = Vec::new();
+    let mut accepted_ids = Vec::new();
+    let mut freed = 0u64;
     while args.connections == 0 || handled < args.connections {
         let accepted = tokio::select! {
+            // Biased: a connection accepted and since freed is in the accept
+            // queue before its `Freed` message, and must be taken from there
+            biased;
             conn = server.accept() => conn,
             Some(failed) = events.failed_handshakes.recv() => {
                 handled += 1;
                 close = Some(failed);
+                continue;
+            }
+            Some(gone) = events.freed.recv() => {
+                freed += 1;
+                // Closed in the datagram that completed its handshake: s2n-quic
+                // never hands such a connection to `accept()`
+                if let Some(closed) = gone.closed_after_handshake {
+                    if !accepted_ids.contains(&gone.id) {
+                        handled += 1;
+                        close = Some(closed);
+                    }
+                }
                 continue;
             }
             Some(report) = reports.recv(), if with_plugins_loaded => {
@@ -226,6 +243,7 @@ async fn server(args: &Args, setup: Setup) -> Result<bool, String> {
         let Some(mut conn) = accepted else {
             break;
         };
+        accepted_ids.push(conn.id());
         handled += 1;
         let scheduled = tokio::spawn(run_controls(conn.handle(), args.controls.clone()));
         let mut streams = Vec::new();
@@ -268,9 +286,9 @@ async fn server(args: &Args, setup: Setup) -> Result<bool, String> {
     // Exit only once s2n-quic has freed every connection, after its closing
     // period: the CONNECTION_CLOSE of a connection that failed just now is
     // still to be sent, and the client would wait for its idle timeout.
-    for _ in 0..handled {
+    for _ in freed..handled {
         match tokio::time::timeout(Duration::from_secs(5), events.freed.recv()).await {
-            Ok(Some(())) => {}
+            Ok(Some(_)) => {}
             _ => {
                 eprintln!("s2n-endpoint: a connection was not freed within 5 s");
                 break;

@@ -40,6 +40,8 @@ pub struct ChaosConfig {
     pub first_seed: u64,
     /// How many seeds, from the first.
     pub seeds: u64,
+    /// More seeds run after those (the seeds of fixed defects, say).
+    pub also: Vec<u64>,
     /// Bytes the client downloads.
     pub size: u64,
     /// The endpoints' own timeout, seconds.
@@ -212,7 +214,8 @@ pub fn run(config: &ChaosConfig) -> Result<Vec<SeedResult>, String> {
         plugin_dir: plugin_dir.clone(),
     };
     let mut results = Vec::new();
-    for seed in config.first_seed..config.first_seed + config.seeds {
+    let seeds = (config.first_seed..config.first_seed + config.seeds).chain(config.also.clone());
+    for seed in seeds {
         let a = assign(seed, config.hosts.len());
         let subject = &config.hosts[a.subject];
         let peer = &config.hosts[a.peer];
@@ -305,8 +308,9 @@ fn hosts_list(hosts: &[Host]) -> String {
 
 /// The summary: per host, runs, violations and the largest peak RSS.
 pub fn summary(results: &[SeedResult], config: &ChaosConfig, wall_seconds: f64) -> String {
+    let also: String = config.also.iter().map(|s| format!(", {s}")).collect();
     let mut text = format!(
-        "chaos: seeds {}..{} ({} runs) in {wall_seconds:.0} s, {} byte downloads, RSS bound {} MiB\n",
+        "chaos: seeds {}..{}{also} ({} runs) in {wall_seconds:.0} s, {} byte downloads, RSS bound {} MiB\n",
         config.first_seed,
         config.first_seed + config.seeds,
         results.len(),

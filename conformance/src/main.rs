@@ -22,7 +22,7 @@ const USAGE: &str = "usage:
   conformance run --endpoint PATH --host NAME [--peer-endpoint PATH] [--subject-arg ARG]... [common]
   conformance all --bin-dir DIR [--hosts-file FILE] [--hosts A,B] [--claims DIR [--write-claims]] [common]
   conformance coverage [common]
-  conformance chaos --bin-dir DIR [--hosts A,B] [--seeds N] [--first-seed S] [--size BYTES]
+  conformance chaos --bin-dir DIR [--hosts A,B] [--seeds N] [--first-seed S] [--also S1,S2,...] [--size BYTES]
                     [--timeout SECS] [--rss-limit-mib M] [common]
 common options:
   --root DIR          the repository (spec/, conformance/; default .)
@@ -48,6 +48,7 @@ struct Options {
     only: Option<String>,
     seeds: u64,
     first_seed: u64,
+    also: Vec<u64>,
     size: u64,
     timeout: u64,
     rss_limit_mib: u64,
@@ -91,6 +92,11 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--only" => o.only = Some(value),
             "--seeds" => o.seeds = number(flag, &value)?,
             "--first-seed" => o.first_seed = number(flag, &value)?,
+            "--also" => {
+                for seed in value.split(',').filter(|s| !s.is_empty()) {
+                    o.also.push(number(flag, seed)?);
+                }
+            }
             "--size" => o.size = number(flag, &value)?,
             "--timeout" => o.timeout = number(flag, &value)?,
             "--rss-limit-mib" => o.rss_limit_mib = number(flag, &value)?,
@@ -361,6 +367,7 @@ fn chaos(o: &Options) -> Result<bool, String> {
         sink: plugin_dir.join("test-chaos-sink.wasm"),
         first_seed: o.first_seed,
         seeds: o.seeds,
+        also: o.also.clone(),
         size: o.size,
         timeout_seconds: o.timeout,
         rss_limit_kib: o.rss_limit_mib * 1024,

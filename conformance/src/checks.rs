@@ -66,6 +66,26 @@ fn contains_ci(haystack: &str, needle: &str) -> bool {
         .any(|alternative| haystack.contains(&alternative.to_lowercase()))
 }
 
+/// The subject's peak RSS may exceed the peer's by at most `max_mib` MiB.
+pub fn check_rss_above_peer(max_mib: u64, subject: &Observed, peer: &Observed) -> Check {
+    let peak = |o: &Observed| o.stat("peak_rss_kib").as_u64();
+    match (peak(subject), peak(peer)) {
+        (Some(s), Some(p)) => {
+            let above = s.saturating_sub(p);
+            Check::new(
+                above <= max_mib * 1024,
+                format!(
+                    "subject peak RSS {s} KiB is at most {max_mib} MiB above the peer's {p} KiB: {above} KiB above"
+                ),
+            )
+        }
+        (s, p) => Check::new(
+            false,
+            format!("both sides report peak_rss_kib: subject {s:?}, peer {p:?}"),
+        ),
+    }
+}
+
 /// Check one endpoint against an expectation; `size` is the case's
 /// download size (a client's success means exactly that many bytes).
 pub fn check_endpoint(who: &str, e: &Expectation, seen: &Observed, size: u64) -> Vec<Check> {
@@ -493,6 +513,16 @@ mod tests {
         l.exact = false;
         l.absent = true;
         assert!(!check_logs("s", &l, &s).ok);
+    }
+
+    #[test]
+    fn the_rss_check_compares_the_subject_with_the_peer() {
+        let subject = seen(json!({"peak_rss_kib": 30 * 1024}));
+        let peer = seen(json!({"peak_rss_kib": 14 * 1024}));
+        assert!(check_rss_above_peer(16, &subject, &peer).ok);
+        assert!(!check_rss_above_peer(15, &subject, &peer).ok);
+        // A side without the number fails the check rather than passing it.
+        assert!(!check_rss_above_peer(64, &subject, &seen(json!({}))).ok);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Running the cases against one host's endpoint binary.
 
 use crate::cases::LoadedCase;
-use crate::checks::{Check, Observed, check_datagrams, check_endpoint};
+use crate::checks::{Check, Observed, check_datagrams, check_endpoint, check_rss_above_peer};
 use crate::expectations::Expectations;
 use crate::proto::{Case, CaseResult, Role, Side, Verdict};
 use corequic_interop::execute::{Environment, RunSpec, SideSpec, run_pair};
@@ -231,6 +231,13 @@ fn run_connection(target: &Target, case: &LoadedCase, role: Role, folder: &Path)
         size,
     ));
     checks.extend(check_endpoint("peer", &c.expect_peer, peer_seen, size));
+    if c.max_rss_above_peer_mib > 0 {
+        checks.push(check_rss_above_peer(
+            c.max_rss_above_peer_mib,
+            subject_seen,
+            peer_seen,
+        ));
+    }
     for d in &c.datagrams {
         checks.push(check_datagrams(d, &outcome.trace, subject_is_server));
     }

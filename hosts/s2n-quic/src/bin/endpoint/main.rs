@@ -227,11 +227,11 @@ async fn server(args: &Args, setup: Setup) -> Result<bool, String> {
                 freed += 1;
                 // Closed in the datagram that completed its handshake: s2n-quic
                 // never hands such a connection to `accept()`
-                if let Some(closed) = gone.closed_after_handshake {
-                    if !accepted_ids.contains(&gone.id) {
-                        handled += 1;
-                        close = Some(closed);
-                    }
+                if let Some(closed) = gone.closed_after_handshake
+                    && !accepted_ids.contains(&gone.id)
+                {
+                    handled += 1;
+                    close = Some(closed);
                 }
                 continue;
             }

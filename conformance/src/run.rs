@@ -84,10 +84,7 @@ fn read_json(path: &Path) -> Option<serde_json::Value> {
 /// plugins before it serves anything.
 fn run_load_only(target: &Target, case: &LoadedCase, folder: &Path) -> Vec<Check> {
     let timeout = case.case.timeout_seconds.clamp(1, DEFAULT_TIMEOUT);
-    let port = std::net::UdpSocket::bind("127.0.0.1:0")
-        .and_then(|s| s.local_addr())
-        .map(|a| a.port())
-        .unwrap_or(4433);
+    let port = corequic_interop::execute::free_udp_port().unwrap_or(4433);
     let stats = folder.join("subject.json");
     let mut args: Vec<String> = [
         "--role",

@@ -189,7 +189,9 @@ pub struct Environment {
     pub plugin_dir: PathBuf,
 }
 
-fn free_udp_port() -> std::io::Result<u16> {
+/// A UDP port on 127.0.0.1 that was free a moment ago (bound and released:
+/// another process may take it before the endpoint binds it).
+pub fn free_udp_port() -> std::io::Result<u16> {
     Ok(UdpSocket::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 

@@ -312,11 +312,19 @@ async fn client(
     endpoint.set_default_client_config(config);
 
     let started = Instant::now();
-    let conn = endpoint
+    let connecting = endpoint
         .connect(args.addr, "localhost")
-        .map_err(|e| e.to_string())?
-        .await
-        .map_err(|e| format!("handshake: {e}"))?;
+        .map_err(|e| e.to_string())?;
+    let conn = match connecting.await {
+        Ok(conn) => conn,
+        Err(e) => {
+            // The close of a connection that failed in its handshake (a
+            // plugin fault, say) is sent by its driver: exiting now could
+            // leave the server to its idle timeout (CQ-LIMIT-9).
+            endpoint.wait_idle().await;
+            return Err(format!("handshake: {e}"));
+        }
+    };
     let handshake = started.elapsed();
     let scheduled = tokio::spawn(run_controls(conn.clone(), args.controls.clone()));
 

@@ -15,7 +15,7 @@ ALL_PLUGINS := $(PLUGINS) $(TEST_PLUGINS)
 # Host-side packages (everything but the wasm plugin crates).
 HOST_PACKAGES := -p corequic-runtime -p corequic-sdk -p xtask -p corequic-quinn -p corequic-endpoint -p corequic-quiche -p corequic-s2n -p corequic-interop -p corequic-conformance
 
-.PHONY: all setup patches test-upstream plugins wit-doc check-wit-doc fmt-check lint test bench demo interop interop-build interop-test conformance conformance-claims chaos paper browser sizes clean
+.PHONY: all setup patches test-upstream plugins wit-doc check-wit-doc fmt-check lint test bench demo interop interop-build interop-test conformance conformance-claims chaos fuzz paper browser sizes clean
 
 all: plugins
 
@@ -95,7 +95,7 @@ test: plugins check-wit-doc fmt-check lint test-upstream
 	$(CARGO) test $(HOST_PACKAGES)
 	$(MAKE) --no-print-directory interop-test
 	$(MAKE) --no-print-directory conformance
-	$(MAKE) --no-print-directory chaos SEEDS=$(TEST_CHAOS_SEEDS)
+	$(MAKE) --no-print-directory chaos SEEDS=$(TEST_CHAOS_SEEDS) ALSO_SEEDS=$(CHAOS_REGRESSION_SEEDS)
 
 ## bench: criterion benchmarks of the runtime through the mock host.
 bench: plugins
@@ -158,15 +158,25 @@ conformance-claims: interop-build
 
 ## chaos: the seeded chaos plugin on every host, in both roles and across
 ## host pairs (conformance/README.md); `make test` runs the first
-## $(TEST_CHAOS_SEEDS) seeds. A failing seed prints its reproduction.
+## $(TEST_CHAOS_SEEDS) seeds and the seeds of the defects it found
+## (docs/chaos.md). A failing seed prints its reproduction.
 SEEDS ?= 90
 FIRST_SEED ?= 0
+ALSO_SEEDS ?=
 TEST_CHAOS_SEEDS := 36
+CHAOS_REGRESSION_SEEDS := 47,48,58,71,78,456,654,744,845,1137,1703
 CHAOS_OUT := $(TARGET_DIR)/chaos
 chaos: interop-build
 	rm -rf $(CHAOS_OUT)
 	$(TARGET_DIR)/debug/conformance chaos --bin-dir $(TARGET_DIR)/debug --out $(CHAOS_OUT) \
-	  --seeds $(SEEDS) --first-seed $(FIRST_SEED)
+	  --seeds $(SEEDS) --first-seed $(FIRST_SEED) --also "$(ALSO_SEEDS)"
+
+## fuzz: the runtime's in-process fuzzer of the host-call surface against the
+## mock host, for CASES new inputs (`make test` runs 32); COREQUIC_FUZZ_CORPUS_OUT=DIR
+## keeps an input per new outcome (hosts/runtime/tests/fuzz_host_calls.rs).
+CASES ?= 1000
+fuzz: plugins
+	COREQUIC_FUZZ_CASES=$(CASES) $(CARGO) test $(HOST_PACKAGES) --test fuzz_host_calls
 
 ## demo: all five plugins on one in-memory connection through the mock host.
 demo: plugins

@@ -212,7 +212,8 @@ impl HostConnection for MockConnection {
             (FieldId::MaxTxData, PluginVal::U64(v)) => self.max_tx_data = v,
             (FieldId::MaxRxData, PluginVal::U64(v)) => self.max_rx_data = v,
             (FieldId::SendingHalted, PluginVal::Bool(v)) => self.sending_halted = v,
-            (FieldId::CongestionWindow, PluginVal::U64(v)) => self.cwnd = v,
+            // The minimum window of RFC 9002 §7.2, as the hosts' controllers keep it
+            (FieldId::CongestionWindow, PluginVal::U64(v)) => self.cwnd = v.max(2 * self.mtu),
             (FieldId::Ssthresh, PluginVal::U64(v)) => self.ssthresh = Some(v),
             (FieldId::Ssthresh, PluginVal::None) => self.ssthresh = None,
             (id, _) => {
@@ -753,7 +754,8 @@ impl MockEndpoint {
                 if p.in_flight {
                     self.conn.bytes_in_flight -= p.size;
                     if self.conn.ssthresh.is_none_or(|s| self.conn.cwnd < s) {
-                        self.conn.cwnd += p.size;
+                        // Saturating: a plugin may have written any window
+                        self.conn.cwnd = self.conn.cwnd.saturating_add(p.size);
                     }
                 }
                 for f in p.plugin_frames {

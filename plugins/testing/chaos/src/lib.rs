@@ -10,6 +10,8 @@
 //! out-of-range arguments), and the faults it commits (traps, CPU spins,
 //! memory growth, log floods, lies about frame lengths, malformed frames and
 //! parameters, stale buffer handles). The same seed gives the same plugin.
+//! The runtime's in-process fuzzer writes bytes into [`FUZZ_BLOCK`] instead,
+//! and the plugin draws the same decisions from them.
 
 #![cfg_attr(target_arch = "wasm32", no_std)]
 
@@ -43,20 +45,100 @@ fn seed() -> u64 {
     u64::from_le_bytes(s)
 }
 
-/// splitmix64: small, and good enough to spread the seed's bits.
-struct Rng(u64);
+/// The fuzzer's input: `CQFUZZ!!`, a little-endian u32 length, then up to
+/// [`FUZZ_CAPACITY`] bytes. The runtime's in-process fuzzer
+/// (hosts/runtime/tests/fuzz_host_calls.rs) writes it into a copy of the
+/// component; with a length of 0 (as built) the plugin follows its seed.
+#[used]
+#[unsafe(no_mangle)]
+pub static FUZZ_BLOCK: [u8; 12 + FUZZ_CAPACITY] = fuzz_block();
+
+/// The most fuzzer bytes the plugin takes.
+pub const FUZZ_CAPACITY: usize = 4096;
+
+const fn fuzz_block() -> [u8; 12 + FUZZ_CAPACITY] {
+    let mut block = [0u8; 12 + FUZZ_CAPACITY];
+    let marker = *b"CQFUZZ!!";
+    let mut i = 0;
+    while i < marker.len() {
+        block[i] = marker[i];
+        i += 1;
+    }
+    block
+}
+
+/// The fuzzer's bytes, if it wrote any.
+fn fuzz_input() -> Option<Vec<u8>> {
+    // Volatile: the block is patched in the binary after compilation.
+    let block = unsafe { core::ptr::read_volatile(&raw const FUZZ_BLOCK) };
+    let mut len = [0u8; 4];
+    len.copy_from_slice(&block[8..12]);
+    let len = (u32::from_le_bytes(len) as usize).min(FUZZ_CAPACITY);
+    (len > 0).then(|| block[12..12 + len].to_vec())
+}
+
+/// The source of every decision: splitmix64 from the seed (small, and good
+/// enough to spread the seed's bits), or the fuzzer's bytes, followed by
+/// splitmix64 seeded from them once they run out. Small draws take one or
+/// two bytes, so a fuzzer's byte maps to one decision.
+struct Rng {
+    state: u64,
+    input: Vec<u8>,
+    at: usize,
+}
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
+    fn seeded(seed: u64) -> Rng {
+        Rng {
+            state: seed,
+            input: Vec::new(),
+            at: 0,
+        }
+    }
+    fn from_input(input: Vec<u8>) -> Rng {
+        // FNV-1a: the fallback stream differs from input to input.
+        let state = input.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3)
+        });
+        Rng {
+            state,
+            input,
+            at: 0,
+        }
+    }
+    fn splitmix(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.state;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         z ^ (z >> 31)
     }
+    /// The next `width` bytes of the input (little-endian), or a splitmix64
+    /// draw once it is used up.
+    fn take(&mut self, width: usize) -> u64 {
+        if self.at >= self.input.len() {
+            return self.splitmix();
+        }
+        let end = (self.at + width).min(self.input.len());
+        let v = self.input[self.at..end]
+            .iter()
+            .rev()
+            .fold(0u64, |v, b| (v << 8) | u64::from(*b));
+        self.at = end;
+        v
+    }
+    fn next(&mut self) -> u64 {
+        self.take(8)
+    }
     /// A number in 0..n (0 when n is 0).
     fn below(&mut self, n: u64) -> u64 {
-        if n == 0 { 0 } else { self.next() % n }
+        let width = match n {
+            0 => return 0,
+            1..=256 => 1,
+            257..=65_536 => 2,
+            _ => 8,
+        };
+        self.take(width) % n
     }
     /// True with probability `per_mille` / 1000.
     fn chance(&mut self, per_mille: u64) -> bool {
@@ -106,8 +188,7 @@ const WRITABLE: [FieldId; 3] = [
 const STANDARD_TYPES: [u64; 8] = [0x00, 0x01, 0x02, 0x06, 0x08, 0x10, 0x1a, 0x1e];
 
 impl Plan {
-    fn new(seed: u64) -> Plan {
-        let mut r = Rng(seed);
+    fn new(r: &mut Rng) -> Plan {
         let frame_type = FRAME_BASE + r.below(16);
         let position = match r.below(3) {
             0 => SendPosition::First,
@@ -173,10 +254,22 @@ unsafe impl Sync for Global {}
 fn with<R>(f: impl FnOnce(&mut Chaos) -> R) -> R {
     let mut state = STATE.0.borrow_mut();
     let chaos = state.get_or_insert_with(|| {
-        let seed = seed();
+        let (plan, rng) = match fuzz_input() {
+            Some(input) => {
+                let mut rng = Rng::from_input(input);
+                (Plan::new(&mut rng), rng)
+            }
+            None => {
+                let seed = seed();
+                (
+                    Plan::new(&mut Rng::seeded(seed)),
+                    Rng::seeded(seed ^ 0x5eed),
+                )
+            }
+        };
         Chaos {
-            plan: Plan::new(seed),
-            rng: Rng(seed ^ 0x5eed),
+            plan,
+            rng,
             kept_handle: None,
             hoard: Vec::new(),
         }

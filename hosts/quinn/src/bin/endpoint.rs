@@ -156,6 +156,18 @@ async fn run(args: Args) -> Result<bool, String> {
         .map_err(|_| format!("timed out after {deadline:?}"))?
 }
 
+/// How a connection whose handshake failed ended: its plugins' own close
+/// (quinn reports a close the extension made as the peer's) or quinn's error.
+fn describe_handshake_failure(
+    conn: Option<&quinn::Connection>,
+    error: &quinn::ConnectionError,
+) -> String {
+    match conn.and_then(|c| with_plugins(c, |p, _| p.local_close()).flatten()) {
+        Some((code, reason)) => format!("local application close {code:#x}: {reason}"),
+        None => error.to_string(),
+    }
+}
+
 fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
@@ -200,10 +212,24 @@ async fn server(
             break;
         };
         handled += 1;
-        let conn = match incoming.await {
-            Ok(conn) => conn,
+        let connecting = match incoming.accept() {
+            Ok(connecting) => connecting,
             Err(e) => {
                 close = Some(e.to_string());
+                continue;
+            }
+        };
+        // Kept for a failed handshake: quinn reports a close that the
+        // connection's own plugin caused as the peer's, and the plugins'
+        // counters are reachable only through the connection.
+        let pending = connecting.connection();
+        let conn = match connecting.await {
+            Ok(conn) => conn,
+            Err(e) => {
+                close = Some(describe_handshake_failure(pending.as_ref(), &e));
+                if let Some(c) = &pending {
+                    plugins.extend(with_plugins(c, |p, _| p.stats()).unwrap_or_default());
+                }
                 continue;
             }
         };
@@ -315,6 +341,7 @@ async fn client(
     let connecting = endpoint
         .connect(args.addr, "localhost")
         .map_err(|e| e.to_string())?;
+    let pending = connecting.connection();
     let conn = match connecting.await {
         Ok(conn) => conn,
         Err(e) => {
@@ -322,7 +349,8 @@ async fn client(
             // plugin fault, say) is sent by its driver: exiting now could
             // leave the server to its idle timeout (CQ-LIMIT-9).
             endpoint.wait_idle().await;
-            return Err(format!("handshake: {e}"));
+            let why = describe_handshake_failure(pending.as_ref(), &e);
+            return Err(format!("handshake: {why}"));
         }
     };
     let handshake = started.elapsed();

@@ -15,6 +15,27 @@ pub struct LogRecord {
     pub fields: Vec<(String, PluginVal)>,
 }
 
+impl LogRecord {
+    /// The bytes this record is charged against its plugin's log budget
+    /// (CQ-LIMIT-12): the message, each key, and each string or bytes value
+    /// by its length, any other value as 16 bytes.
+    pub fn charged_size(&self) -> usize {
+        self.message.len()
+            + self
+                .fields
+                .iter()
+                .map(|(key, value)| {
+                    key.len()
+                        + match value {
+                            PluginVal::String(text) => text.len(),
+                            PluginVal::Bytes(bytes) => bytes.len(),
+                            _ => 16,
+                        }
+                })
+                .sum::<usize>()
+    }
+}
+
 /// Cuts plugin-supplied log text to [`crate::config::MAX_LOG_MESSAGE`]
 /// bytes at a UTF-8 character boundary (CQ-API-12).
 pub(crate) fn truncate_log_text(text: &mut String) {

@@ -85,22 +85,15 @@ impl PluginState {
     /// is to be dropped, and the drop is counted.
     pub(crate) fn charge_log(&mut self, record: &mut LogRecord) -> bool {
         record.fields.truncate(MAX_LOG_FIELDS);
-        let mut size = record.message.len();
         for (key, value) in &mut record.fields {
             truncate_log_text(key);
-            size += key.len()
-                + match value {
-                    PluginVal::String(text) => {
-                        truncate_log_text(text);
-                        text.len()
-                    }
-                    PluginVal::Bytes(bytes) => {
-                        bytes.truncate(MAX_LOG_MESSAGE);
-                        bytes.len()
-                    }
-                    _ => 16,
-                };
+            match value {
+                PluginVal::String(text) => truncate_log_text(text),
+                PluginVal::Bytes(bytes) => bytes.truncate(MAX_LOG_MESSAGE),
+                _ => {}
+            }
         }
+        let size = record.charged_size();
         if size > self.log_budget {
             self.logs_dropped += 1;
             return false;

@@ -29,7 +29,6 @@ use common::{MS, MTU, plugin, plugin_path, runtime};
 use corequic_runtime::Grants;
 use corequic_runtime::LogRecord;
 use corequic_runtime::abi::PLUGIN_FAILURE_ERROR_CODE;
-use corequic_runtime::abi::PluginVal;
 use corequic_runtime::config::MAX_LOG_BYTES;
 use corequic_runtime::mock::{MockPair, stream_byte};
 use proptest::prelude::*;
@@ -73,23 +72,6 @@ fn fuzzed_component(input: &[u8]) -> Vec<u8> {
     out[at..at + 4].copy_from_slice(&(input.len() as u32).to_le_bytes());
     out[at + 4..at + 4 + input.len()].copy_from_slice(input);
     out
-}
-
-/// The bytes a log record is charged (CQ-LIMIT: message, keys and values).
-fn log_size(record: &LogRecord) -> usize {
-    record.message.len()
-        + record
-            .fields
-            .iter()
-            .map(|(key, value)| {
-                key.len()
-                    + match value {
-                        PluginVal::String(text) => text.len(),
-                        PluginVal::Bytes(bytes) => bytes.len(),
-                        _ => 16,
-                    }
-            })
-            .sum::<usize>()
 }
 
 /// Run one input; `Err` names the broken invariant.
@@ -168,7 +150,7 @@ fn run(input: &[u8], subject_is_server: bool, peer_sink: bool) -> Result<Outcome
         .logs
         .iter()
         .filter(|r| r.plugin == "chaos")
-        .map(log_size)
+        .map(LogRecord::charged_size)
         .sum();
     if logged > MAX_LOG_BYTES {
         return Err(format!(

@@ -156,16 +156,21 @@ async fn run(args: Args) -> Result<bool, String> {
         .map_err(|_| format!("timed out after {deadline:?}"))?
 }
 
-/// How a connection whose handshake failed ended: its plugins' own close
-/// (quinn reports a close the extension made as the peer's) or quinn's error.
+/// The close the connection's own plugins made (a defining plugin faulted),
+/// if they did: quinn reports it as the peer's.
+fn plugins_close(conn: &quinn::Connection) -> Option<String> {
+    let (code, reason) = with_plugins(conn, |p, _| p.local_close()).flatten()?;
+    Some(format!("local application close {code:#x}: {reason}"))
+}
+
+/// How a connection whose handshake failed ended: its plugins' own close,
+/// or quinn's error.
 fn describe_handshake_failure(
     conn: Option<&quinn::Connection>,
     error: &quinn::ConnectionError,
 ) -> String {
-    match conn.and_then(|c| with_plugins(c, |p, _| p.local_close()).flatten()) {
-        Some((code, reason)) => format!("local application close {code:#x}: {reason}"),
-        None => error.to_string(),
-    }
+    conn.and_then(plugins_close)
+        .unwrap_or_else(|| error.to_string())
 }
 
 fn provider() -> Arc<CryptoProvider> {
@@ -257,8 +262,8 @@ async fn server(
             }
         }
         let reason = conn.closed().await;
-        if let Some((code, reason)) = with_plugins(&conn, |p, _| p.local_close()).flatten() {
-            close = Some(format!("local application close {code:#x}: {reason}"));
+        if let Some(own) = plugins_close(&conn) {
+            close = Some(own);
         } else if !matches!(reason, quinn::ConnectionError::ApplicationClosed(ref c) if c.error_code.into_inner() == 0)
         {
             close = Some(reason.to_string());

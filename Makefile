@@ -10,7 +10,7 @@ PLUGIN_OUT := build/plugins
 
 # Reference plugins (shipped) and test plugins (used by the test suite).
 PLUGINS := padding probe bdp dummy ack-logger
-TEST_PLUGINS := test-bench test-chaos test-chaos-sink test-hostile test-observer test-abi-mismatch test-liar test-tp-flood test-endless-manifest test-field-probe cq-api-probe cq-init-fails cq-tp-reject cq-bad-manifest cq-observer-probe cq-parse-only cq-writes-flow-limits
+TEST_PLUGINS := test-bench test-chaos test-chaos-sink test-hostile test-observer test-abi-mismatch test-liar test-tp-flood test-endless-manifest test-field-probe cq-api-probe cq-init-fails cq-tp-reject cq-bad-manifest cq-observer-probe cq-parse-only cq-writes-flow-limits cq-handshake-fault
 ALL_PLUGINS := $(PLUGINS) $(TEST_PLUGINS)
 # Host-side packages (everything but the wasm plugin crates).
 HOST_PACKAGES := -p corequic-runtime -p corequic-sdk -p xtask -p corequic-quinn -p corequic-endpoint -p corequic-quiche -p corequic-s2n -p corequic-interop -p corequic-conformance
@@ -164,7 +164,7 @@ SEEDS ?= 90
 FIRST_SEED ?= 0
 ALSO_SEEDS ?=
 TEST_CHAOS_SEEDS := 36
-CHAOS_REGRESSION_SEEDS := 47,48,58,71,78,456,654,744,819,845,1137,1703,4904,5696
+CHAOS_REGRESSION_SEEDS := 47,48,58,71,78,338,456,654,744,819,845,1137,1703,2018,3686,4904,5294,5696,5750
 CHAOS_OUT := $(TARGET_DIR)/chaos
 chaos: interop-build
 	rm -rf $(CHAOS_OUT)

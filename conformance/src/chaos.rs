@@ -18,7 +18,7 @@ use corequic_interop::execute::{
 };
 use corequic_interop::hosts::Host;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The marker the chaos plugin's seed follows in its component.
 const SEED_MARKER: &[u8; 8] = b"CQCHAOS!";
@@ -236,7 +236,7 @@ pub fn run(config: &ChaosConfig) -> Result<Vec<SeedResult>, String> {
         };
         let spec = RunSpec {
             label: name.clone(),
-            link: crate::run::kit_link(),
+            link: crate::run::kit_link(Duration::ZERO),
             file_size: config.size,
             server,
             client,

@@ -36,11 +36,10 @@ pub struct Target {
 }
 
 /// The link of every kit run: loopback through the recording relay, with
-/// no delay, rate limit or loss.
-/// The kit's path: loopback, no delay, no loss.
-pub fn kit_link() -> LinkParams {
+/// no rate limit or loss, and no delay unless a case asks for one.
+pub fn kit_link(one_way_delay: Duration) -> LinkParams {
     LinkParams {
-        one_way_delay: Duration::ZERO,
+        one_way_delay,
         rate_bits_per_second: None,
         queue_bytes: 0,
         loss: 0.0,
@@ -178,7 +177,7 @@ fn run_connection(target: &Target, case: &LoadedCase, role: Role, folder: &Path)
     };
     let spec = RunSpec {
         label: c.name.clone(),
-        link: kit_link(),
+        link: kit_link(Duration::from_millis(u64::from(c.one_way_delay_ms))),
         file_size: size,
         server,
         client,

@@ -355,7 +355,16 @@ async fn client(
             // leave the server to its idle timeout (CQ-LIMIT-9).
             endpoint.wait_idle().await;
             let why = describe_handshake_failure(pending.as_ref(), &e);
-            return Err(format!("handshake: {why}"));
+            eprintln!("quinn-endpoint: handshake: {why}");
+            // The plugins' counters say which one failed, and why.
+            let mut stats = Stats::failed("quinn", args, &format!("handshake: {why}"));
+            stats.plugins = pending
+                .as_ref()
+                .and_then(|c| with_plugins(c, |p, _| p.stats()))
+                .unwrap_or_default();
+            stats.logs = log_lines(&logs);
+            stats.write(args.stats.as_ref())?;
+            return Ok(false);
         }
     };
     let handshake = started.elapsed();

@@ -61,14 +61,21 @@ struct Seen {
     short_header: bool,
 }
 
-/// A UDP relay between client and server that records every datagram.
-async fn relay(server: SocketAddr) -> (SocketAddr, Arc<Mutex<Vec<Seen>>>) {
+/// A request to the relay: drop the client's next datagram, then report
+/// that it did.
+type DropNextFromClient = Arc<Mutex<Option<oneshot::Sender<()>>>>;
+
+/// A UDP relay between client and server that records every datagram (and
+/// drops one of the client's on request).
+async fn relay(server: SocketAddr) -> (SocketAddr, Arc<Mutex<Vec<Seen>>>, DropNextFromClient) {
     let socket = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))
         .await
         .expect("relay socket");
     let addr = socket.local_addr().expect("relay address");
     let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
     let record = seen.clone();
+    let drop_next: DropNextFromClient = Arc::default();
+    let dropping = drop_next.clone();
     tokio::spawn(async move {
         let mut client = None;
         let mut buf = vec![0u8; 65_536];
@@ -76,6 +83,11 @@ async fn relay(server: SocketAddr) -> (SocketAddr, Arc<Mutex<Vec<Seen>>>) {
             let from_server = from == server;
             if !from_server {
                 client = Some(from);
+                let dropped = dropping.lock().unwrap_or_else(|e| e.into_inner()).take();
+                if let Some(done) = dropped {
+                    let _ = done.send(());
+                    continue;
+                }
             }
             record.lock().unwrap_or_else(|e| e.into_inner()).push(Seen {
                 from_server,
@@ -88,7 +100,7 @@ async fn relay(server: SocketAddr) -> (SocketAddr, Arc<Mutex<Vec<Seen>>>) {
             }
         }
     });
-    (addr, seen)
+    (addr, seen, drop_next)
 }
 
 /// A download the test asked the client for.
@@ -199,18 +211,22 @@ struct Pair {
     downloads: Downloads,
     next_stream: u64,
     seen: Arc<Mutex<Vec<Seen>>>,
+    drop_next_from_client: DropNextFromClient,
 }
 
 /// A quiche server answering `GET /<n>` and a quiche client connected to it
 /// through the relay, both with their handshake complete.
 async fn pair(client_plugins: &[&str], server_plugins: &[&str]) -> Pair {
-    let mut server_config = config(true, server_plugins);
-    let mut client_config = config(false, client_plugins);
+    pair_of(config(false, client_plugins), config(true, server_plugins)).await
+}
+
+/// [`pair`] with the given configurations.
+async fn pair_of(mut client_config: quiche::Config, mut server_config: quiche::Config) -> Pair {
     let server_socket = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))
         .await
         .expect("server socket");
     let server_addr = server_socket.local_addr().expect("server address");
-    let (relay_addr, seen) = relay(server_addr).await;
+    let (relay_addr, seen, drop_next_from_client) = relay(server_addr).await;
 
     let (server_tx, mut server_rx) = mpsc::unbounded_channel::<Command>();
     let (server_up, server_established) = oneshot::channel();
@@ -304,6 +320,7 @@ async fn pair(client_plugins: &[&str], server_plugins: &[&str]) -> Pair {
         downloads,
         next_stream: 0,
         seen,
+        drop_next_from_client,
     }
 }
 
@@ -340,6 +357,15 @@ impl Pair {
             .await
             .map_err(|_| "download timed out".to_string())?
             .map_err(|_| "the connection closed during the download".to_string())?
+    }
+
+    /// A switch that makes the relay drop the client's next datagram, and a
+    /// receiver that fires when it has.
+    fn drop_next_from_client(&self) -> (impl FnOnce() + Send + 'static, oneshot::Receiver<()>) {
+        let (tx, rx) = oneshot::channel();
+        let request = self.drop_next_from_client.clone();
+        let arm = move || *request.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
+        (arm, rx)
     }
 
     fn seen(&self) -> Vec<Seen> {
@@ -379,4 +405,39 @@ async fn padding_also_pads_the_connection_close() {
         .filter(|s| !s.from_server && s.short_header)
         .collect();
     assert!(client_1rtt.iter().all(|s| s.size == MTU), "{client_1rtt:?}");
+}
+
+#[tokio::test]
+async fn a_lost_close_is_sent_again_when_the_peer_speaks() {
+    // The client's PTO includes its peer's max_ack_delay: 1 s makes the
+    // client's closing period (3 PTO) outlast the server's probe by far.
+    let mut server_config = config(true, &[]);
+    server_config.set_max_ack_delay(1000);
+    let mut p = pair_of(config(false, &[]), server_config).await;
+    p.download(10_000).await.expect("byte-exact download");
+    // Armed inside the driver, so that the next datagram is the close.
+    let (arm, dropped) = p.drop_next_from_client();
+    p.client
+        .call(move |conn| {
+            arm();
+            conn.close(true, 0x17, b"bye")
+        })
+        .await
+        .expect("close");
+    tokio::time::timeout(PATIENCE, dropped)
+        .await
+        .expect("the relay dropped the close")
+        .expect("relay");
+    // The server, which never saw the close, speaks: the closing client
+    // answers with its close (RFC 9000 section 10.2.1).
+    p.server
+        .call(|conn| conn.send_ack_eliciting())
+        .await
+        .expect("ping");
+    let server = p.server.closed().await;
+    let close = server
+        .peer_error()
+        .expect("the server received the close it had missed");
+    assert!(close.is_app && close.error_code == 0x17, "{close:?}");
+    p.client.closed().await;
 }

@@ -154,3 +154,15 @@ fn rfc9000_a_host_that_sends_no_path_challenge_fails() {
         "path-challenge-as-ping",
     );
 }
+
+#[test]
+fn fields_a_host_that_ignores_flow_limit_writes_fails() {
+    catches(
+        "fields.a-raised-max-rx-data-is-advertised",
+        "ignore-flow-limit-writes",
+    );
+    catches(
+        "fields.a-lowered-max-tx-data-holds-the-sender",
+        "ignore-flow-limit-writes",
+    );
+}

@@ -14,8 +14,8 @@
 //! The in-flight frame is BDP's (after-ack, ack-eliciting, in flight, sent
 //! by a client once plugin-control gives it a window), because the test
 //! decides when it is due. test-bench's frame would do too, but test-bench
-//! writes `max-tx-data`, which the quiche host keeps read-only, so it does
-//! not load here. quiche already limits the after-ack room by the window, so
+//! also writes `max-tx-data`, which would move the flow limits the test
+//! leaves alone. quiche already limits the after-ack room by the window, so
 //! a full window left no room for BDP's frame before CQ-SEND-10 either; what
 //! CQ-SEND-10 changes is that BDP is not offered at all: its routines are not
 //! called for that packet.

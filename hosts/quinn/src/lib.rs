@@ -52,6 +52,8 @@ pub fn capabilities() -> HostCapabilities {
         FieldId::SendingHalted,
         FieldId::CongestionWindow,
         FieldId::Ssthresh,
+        FieldId::MaxTxData,
+        FieldId::MaxRxData,
     ]
     .into_iter()
     .collect();
@@ -304,6 +306,24 @@ impl HostConnection for QuinnConn<'_, '_> {
                     None => return Err(unavailable(field.id)),
                 }
             }
+            (FieldId::MaxTxData, PluginVal::U64(max)) => match self.cx.as_mut() {
+                Some(cx) => {
+                    if !cx.set_max_tx_data(max) {
+                        return Err(abi::flow_limit_refused(field.id, max));
+                    }
+                    true
+                }
+                None => return Err(unavailable(field.id)),
+            },
+            (FieldId::MaxRxData, PluginVal::U64(max)) => match self.cx.as_mut() {
+                Some(cx) => {
+                    if !cx.set_max_rx_data(max) {
+                        return Err(abi::flow_limit_refused(field.id, max));
+                    }
+                    true
+                }
+                None => return Err(unavailable(field.id)),
+            },
             _ => false,
         };
         if supported {

@@ -12,8 +12,8 @@
 //! The in-flight frame is BDP's (after-ack, ack-eliciting, in flight, sent
 //! by a client once plugin-control gives it a window), because the test
 //! decides when it is due. test-bench's frame would do too, but test-bench
-//! writes `max-tx-data`, which quinn keeps read-only, so it does not load
-//! here; DUMMY's is sent whenever none is in flight and toggles padding on
+//! also writes `max-tx-data`, which would move the flow limits the test
+//! leaves alone; DUMMY's is sent whenever none is in flight and toggles padding on
 //! its own.
 
 mod common;

@@ -37,6 +37,19 @@ pub const ABI_VERSION: &str = "0.1.0";
 /// protocol-defining plugin failed ("CQ" followed by 0x0001).
 pub const PLUGIN_FAILURE_ERROR_CODE: u64 = 0x4351_0001;
 
+/// The `invalid-argument` of a write of `max-tx-data` or `max-rx-data` that
+/// the stack cannot apply (CQ-FIELD-9), in one wording for every host.
+pub fn flow_limit_refused(field: FieldId, value: u64) -> Error {
+    let floor = match field {
+        FieldId::MaxTxData => "the bytes already sent",
+        _ => "the limit already advertised to the peer",
+    };
+    Error::InvalidArgument(format!(
+        "{} {value} is below {floor}, or above the largest varint",
+        field.name()
+    ))
+}
+
 impl Eq for ExtFrame {}
 
 impl FieldId {

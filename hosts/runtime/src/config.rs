@@ -55,11 +55,14 @@ pub enum InjectedFault {
     /// Send a PING where a plugin asked for a PATH_CHALLENGE (CQ-API-15,
     /// RFC 9000 §8.2.1).
     PathChallengeAsPing,
+    /// Accept writes of `max-tx-data` and `max-rx-data` without applying
+    /// them (CQ-FIELD-9).
+    IgnoreFlowLimitWrites,
 }
 
 impl InjectedFault {
     /// Every switch, in declaration order.
-    pub const ALL: [InjectedFault; 9] = [
+    pub const ALL: [InjectedFault; 10] = [
         InjectedFault::AcceptForeignAbi,
         InjectedFault::UncountedDenials,
         InjectedFault::KeepHaltAfterRemoval,
@@ -69,6 +72,7 @@ impl InjectedFault {
         InjectedFault::SkipAfterObservers,
         InjectedFault::RefusePing,
         InjectedFault::PathChallengeAsPing,
+        InjectedFault::IgnoreFlowLimitWrites,
     ];
 
     /// Its command-line name.
@@ -83,6 +87,7 @@ impl InjectedFault {
             InjectedFault::SkipAfterObservers => "skip-after-observers",
             InjectedFault::RefusePing => "refuse-ping",
             InjectedFault::PathChallengeAsPing => "path-challenge-as-ping",
+            InjectedFault::IgnoreFlowLimitWrites => "ignore-flow-limit-writes",
         }
     }
 

@@ -289,6 +289,11 @@ impl host_api::Host for PluginState {
             (FieldId::SendingHalted, PluginVal::Bool(b)) => Some(*b),
             _ => None,
         };
+        if self.injected.has(InjectedFault::IgnoreFlowLimitWrites)
+            && matches!(field.id, FieldId::MaxTxData | FieldId::MaxRxData)
+        {
+            return Ok(());
+        }
         // SAFETY: see `Scope`.
         unsafe { &mut *scope.conn }.set_field(field, value)?;
         if let Some(halt) = halt {

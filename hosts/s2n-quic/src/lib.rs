@@ -62,6 +62,8 @@ pub fn capabilities() -> HostCapabilities {
         FieldId::SendingHalted,
         FieldId::CongestionWindow,
         FieldId::Ssthresh,
+        FieldId::MaxTxData,
+        FieldId::MaxRxData,
     ]
     .into_iter()
     .collect();
@@ -348,6 +350,24 @@ impl HostConnection for S2nConn<'_> {
                 }
                 None => Err(unavailable(field.id)),
             },
+            (FieldId::MaxTxData | FieldId::MaxRxData, PluginVal::U64(max)) => {
+                match self.cx.as_deref_mut() {
+                    // Before the 1-RTT space exists there are no connection-level limits.
+                    Some(cx) if cx.flow_limits_writable() => {
+                        let applied = if field.id == FieldId::MaxTxData {
+                            cx.set_max_tx_data(max)
+                        } else {
+                            cx.set_max_rx_data(max)
+                        };
+                        if applied {
+                            Ok(())
+                        } else {
+                            Err(abi::flow_limit_refused(field.id, max))
+                        }
+                    }
+                    _ => Err(unavailable(field.id)),
+                }
+            }
             _ => Err(abi::Error::Unsupported(format!(
                 "s2n-quic cannot write {} with this value",
                 field.id.name()

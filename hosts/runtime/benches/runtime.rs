@@ -192,7 +192,35 @@ fn benches(c: &mut Criterion) {
                 .expect("load")
         })
     });
+    // A process start with a warm on-disk cache: the four reference plugins
+    // that the interop tests load (ack logger, BDP, DUMMY, probe), each
+    // read, checked against its digest and deserialized.
+    let cache = std::env::temp_dir().join(format!("corequic-bench-cache-{}", std::process::id()));
+    let cached = Runtime::new(
+        RuntimeConfig {
+            cache_dir: Some(cache.clone()),
+            ..RuntimeConfig::default()
+        },
+        HostCapabilities::full(),
+    )
+    .expect("runtime");
+    let four: Vec<(&str, Vec<u8>)> = ["ack-logger", "bdp", "dummy", "probe"]
+        .into_iter()
+        .map(|name| (name, plugin_bytes(name)))
+        .collect();
+    let load_four = || {
+        for (name, bytes) in &four {
+            cached
+                .load_bytes(name, black_box(bytes), &Grants::all())
+                .expect("load");
+        }
+    };
+    load_four();
+    group.bench_function("load 4 reference plugins from a warm cache", |b| {
+        b.iter(load_four)
+    });
     group.finish();
+    let _ = std::fs::remove_dir_all(&cache);
 
     // Per connection: instantiation alone, and with every plugin's `init`.
     let mut group = c.benchmark_group("instantiate 4 reference plugins");

@@ -20,8 +20,11 @@ pub struct RuntimeConfig {
     pub pooling: bool,
     /// How many plugin instances the pool holds (all connections together).
     pub pool_instances: u32,
-    /// Directory where precompiled plugin artifacts are cached, if any.
-    /// Artifacts are keyed by the wasmtime configuration and the plugin bytes.
+    /// Directory where compiled plugins are cached, if any: entries are
+    /// keyed by SHA-256 over the wasmtime version, the engine configuration
+    /// and the component, written atomically, and checked against their
+    /// digest before they are used. It must be writable by the embedder
+    /// only: an entry runs as native code.
     pub cache_dir: Option<PathBuf>,
     /// Deliberate deviations from the specification, for testing only: the
     /// conformance kit's own tests use them to show that its cases fail

@@ -24,6 +24,7 @@
 #![warn(missing_docs)]
 
 pub mod abi;
+mod cache;
 pub mod config;
 mod deadline;
 mod error;

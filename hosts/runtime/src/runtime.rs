@@ -2,12 +2,11 @@
 //! validated against the host's capabilities and the embedder's grants.
 
 use crate::abi::{self, Anchor, BindingsPre, FieldId, Permission, PluginManifest, Routine};
+use crate::cache;
 use crate::config::{InjectedFault, RuntimeConfig};
 use crate::error::{FaultKind, LoadError};
 use crate::set::PluginSet;
 use crate::state::PluginState;
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -376,25 +375,12 @@ impl Runtime {
         let Some(dir) = &self.config.cache_dir else {
             return Component::new(&self.engine, bytes);
         };
-        let mut hasher = DefaultHasher::new();
-        self.engine
-            .precompile_compatibility_hash()
-            .hash(&mut hasher);
-        bytes.hash(&mut hasher);
-        let path = dir.join(format!("{:016x}.cwasm", hasher.finish()));
-        if path.exists() {
-            // SAFETY: the cache directory is owned by the embedder and only
-            // holds artifacts this function wrote with the same engine
-            // configuration (the key includes the compatibility hash).
-            if let Ok(c) = unsafe { Component::deserialize_file(&self.engine, &path) } {
-                return Ok(c);
-            }
+        let path = cache::entry_path(dir, &self.engine, bytes);
+        if let Some(component) = cache::load(&self.engine, &path) {
+            return Ok(component);
         }
         let component = Component::new(&self.engine, bytes)?;
-        if let Ok(artifact) = component.serialize() {
-            // The cache is an optimisation: failing to write it is not an error.
-            let _ = std::fs::create_dir_all(dir).and_then(|_| std::fs::write(&path, artifact));
-        }
+        cache::store(&component, &path);
         Ok(component)
     }
 

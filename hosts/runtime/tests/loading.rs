@@ -184,13 +184,38 @@ fn precompiled_artifacts_are_cached_on_disk_and_rebuilt_when_bad() {
         Ok(vec![PluginVal::None])
     );
 
-    // A corrupt artifact is ignored and replaced.
+    // A corrupt entry is ignored and replaced: one that is not an entry at
+    // all, and one with a single byte of its compiled code flipped, which
+    // only the entry's digest reveals (deserializing it would run it).
     std::fs::write(&artifact, b"not an artifact").expect("corrupt");
     load();
     assert!(
         std::fs::metadata(&artifact).expect("artifact").len() > 100,
         "rewritten"
     );
+    let mut flipped = std::fs::read(&artifact).expect("entry");
+    let middle = flipped.len() / 2;
+    flipped[middle] ^= 0x55;
+    std::fs::write(&artifact, &flipped).expect("corrupt");
+    let probe = load();
+    assert_ne!(
+        std::fs::read(&artifact).expect("entry"),
+        flipped,
+        "the corrupt entry was compiled again and replaced"
+    );
+    let mut set = rt.connection(&[probe]).expect("attach");
+    set.init(&mut conn);
+    assert_eq!(
+        set.plugin_control(&mut conn, 2, &[]),
+        Ok(vec![PluginVal::None])
+    );
+    // Entries are written to a temporary file and renamed: none is left.
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .expect("cache dir")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 1, "{names:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -13,9 +13,9 @@ PLUGINS := padding probe bdp dummy ack-logger
 TEST_PLUGINS := test-bench test-chaos test-chaos-sink test-hostile test-observer test-abi-mismatch test-liar test-tp-flood test-endless-manifest test-field-probe cq-api-probe cq-init-fails cq-tp-reject cq-bad-manifest cq-observer-probe cq-parse-only cq-writes-flow-limits cq-handshake-fault
 ALL_PLUGINS := $(PLUGINS) $(TEST_PLUGINS)
 # Host-side packages (everything but the wasm plugin crates).
-HOST_PACKAGES := -p corequic-runtime -p corequic-sdk -p xtask -p corequic-quinn -p corequic-endpoint -p corequic-quiche -p corequic-s2n -p corequic-interop -p corequic-conformance
+HOST_PACKAGES := -p corequic-runtime -p corequic-sdk -p xtask -p corequic-quinn -p corequic-endpoint -p corequic-quiche -p corequic-s2n -p corequic-interop -p corequic-conformance -p corequic-book
 
-.PHONY: all setup patches test-upstream plugins wit-doc check-wit-doc fmt-check lint test bench demo interop interop-build interop-test conformance conformance-claims chaos fuzz paper browser sizes clean
+.PHONY: all setup patches test-upstream plugins wit-doc check-wit-doc fmt-check lint test bench demo interop interop-build interop-test conformance conformance-claims chaos fuzz paper browser sizes docs docs-check clean
 
 all: plugins
 
@@ -76,6 +76,17 @@ plugins: setup patches
 	@cp $(TARGET_DIR)/$(WASM_TARGET)/plugin/plugin_padding.wasm $(PLUGIN_OUT)/cq-core-module.wasm
 	@echo "plugins in $(PLUGIN_OUT)/"
 
+## docs: the book (mdBook, pinned in tools/book) in $(BOOK_OUT)/html: the
+## spec, the guides, every README, a requirements index and a status page.
+BOOK_OUT := $(TARGET_DIR)/book
+docs: setup patches
+	$(CARGO) run -q -p corequic-book -- build --root . --out $(BOOK_OUT)
+
+## docs-check: every link and anchor of the book, and its front and status
+## pages rendered in headless chromium (screenshots in $(BOOK_OUT)/shots).
+docs-check: docs browser
+	$(CARGO) run -q -p corequic-book -- check --book $(BOOK_OUT) --chromium $(CHROMIUM)
+
 ## wit-doc: regenerate docs/wit-reference.md from wit/.
 wit-doc: setup patches
 	$(CARGO) run -q -p xtask -- wit-doc wit docs/wit-reference.md
@@ -96,6 +107,7 @@ test: plugins check-wit-doc fmt-check lint test-upstream
 	$(MAKE) --no-print-directory interop-test
 	$(MAKE) --no-print-directory conformance
 	$(MAKE) --no-print-directory chaos SEEDS=$(TEST_CHAOS_SEEDS) ALSO_SEEDS=$(CHAOS_REGRESSION_SEEDS)
+	$(MAKE) --no-print-directory docs-check
 
 ## bench: criterion benchmarks of the runtime through the mock host.
 bench: plugins

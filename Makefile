@@ -13,9 +13,9 @@ PLUGINS := padding probe bdp dummy ack-logger
 TEST_PLUGINS := test-bench test-chaos test-chaos-sink test-hostile test-observer test-abi-mismatch test-liar test-tp-flood test-endless-manifest test-field-probe cq-api-probe cq-init-fails cq-tp-reject cq-bad-manifest cq-observer-probe cq-parse-only cq-writes-flow-limits cq-handshake-fault
 ALL_PLUGINS := $(PLUGINS) $(TEST_PLUGINS)
 # Host-side packages (everything but the wasm plugin crates).
-HOST_PACKAGES := -p corequic-runtime -p corequic-sdk -p xtask -p corequic-quinn -p corequic-endpoint -p corequic-quiche -p corequic-s2n -p corequic-interop -p corequic-conformance -p corequic-book
+HOST_PACKAGES := -p corequic-runtime -p corequic-sdk -p xtask -p corequic-quinn -p corequic-endpoint -p corequic-quiche -p corequic-s2n -p corequic-interop -p corequic-conformance -p corequic-book -p corequic-registry
 
-.PHONY: all setup patches test-upstream plugins wit-doc check-wit-doc fmt-check lint test bench demo interop interop-build interop-test conformance conformance-claims chaos fuzz paper browser sizes docs docs-check clean
+.PHONY: all setup patches test-upstream plugins wit-doc check-wit-doc fmt-check lint test bench demo interop interop-build interop-test conformance conformance-claims chaos fuzz paper browser sizes docs docs-check check-registry clean
 
 all: plugins
 
@@ -94,6 +94,13 @@ wit-doc: setup patches
 check-wit-doc: setup patches
 	$(CARGO) run -q -p xtask -- wit-doc --check wit docs/wit-reference.md
 
+## check-registry: the codepoint registry (spec/registry.toml) agrees with
+## the constants of the plugins, the runtime and the runner; wit/ equals the
+## frozen copy (releases/) of the version it declares.
+check-registry: setup patches
+	$(CARGO) run -q -p xtask -- registry --check spec/registry.toml
+	$(CARGO) run -q -p xtask -- releases --check wit releases
+
 fmt-check: setup patches
 	$(CARGO) fmt --all -- --check
 
@@ -102,7 +109,7 @@ lint: setup patches
 	$(CARGO) clippy --target $(WASM_TARGET) $(foreach p,$(ALL_PLUGINS),-p plugin-$(p)) -- -D warnings
 
 ## test: build everything and run every test.
-test: plugins check-wit-doc fmt-check lint test-upstream
+test: plugins check-wit-doc check-registry fmt-check lint test-upstream
 	$(CARGO) test $(HOST_PACKAGES)
 	$(MAKE) --no-print-directory interop-test
 	$(MAKE) --no-print-directory conformance

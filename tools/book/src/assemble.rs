@@ -11,7 +11,7 @@ const SKIPPED_DIRS: [&str; 3] = ["target", "build", "node_modules"];
 
 /// The order of the book's parts: pages under these top-level directories,
 /// then every other directory's, then the repository listings.
-const PARTS: [(&str, &str); 7] = [
+const PARTS: [(&str, &str); 8] = [
     ("spec", "Specification"),
     ("docs", "Guides"),
     ("conformance", "Conformance kit"),
@@ -19,6 +19,7 @@ const PARTS: [(&str, &str); 7] = [
     ("plugins", "Plugins"),
     ("interop-runner", "Interop runner"),
     ("wit", "WIT"),
+    ("releases", "Released versions"),
 ];
 
 /// What the link rewriting found: files to copy, directories to list, and
@@ -64,6 +65,8 @@ pub fn build(root: &Path, out: &Path, interop: &Path) -> Result<()> {
             links.broken.join("\n  ")
         );
     }
+    // The registry that the registry page is rendered from.
+    links.assets.insert(PathBuf::from("spec/registry.toml"));
     // The example report that the status page links, whole.
     let report_dir = interop.parent().unwrap_or(Path::new("."));
     for file in files_under(report_dir)? {
@@ -92,6 +95,7 @@ pub fn build(root: &Path, out: &Path, interop: &Path) -> Result<()> {
         &pages::status(root, interop, report_page.as_deref())?,
     )?;
     write(&src.join("requirements.md"), &pages::requirements(root)?)?;
+    write(&src.join("registry.md"), &pages::registry(root)?)?;
     write(
         &src.join("SUMMARY.md"),
         &summary(root, &pages, &listing_pages)?,
@@ -364,7 +368,9 @@ fn summary(root: &Path, pages: &[PathBuf], listings: &[(PathBuf, String)]) -> Re
     if pages.contains(&front) {
         text.push_str(&format!("[{}](index.md)\n\n", escape(&title(root, &front))));
     }
-    text.push_str("- [Status](status.md)\n- [Requirements index](requirements.md)\n");
+    text.push_str(
+        "- [Status](status.md)\n- [Requirements index](requirements.md)\n- [Codepoint registry](registry.md)\n",
+    );
     let top = |p: &Path| {
         p.components()
             .next()

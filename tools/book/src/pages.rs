@@ -167,3 +167,44 @@ pub fn status(root: &Path, interop: &Path, report: Option<&Path>) -> Result<Stri
     }
     Ok(text)
 }
+
+/// The codepoint registry (`spec/registry.toml`) as tables: the ranges and
+/// their policies, then the codepoints of each kind.
+pub fn registry(root: &Path) -> Result<String> {
+    let registry = corequic_registry::Registry::load(&root.join("spec/registry.toml"))
+        .map_err(anyhow::Error::msg)?;
+    let cell = |t: &str| t.replace('|', "\\|");
+    let mut text = String::from(
+        "# Codepoint registry\n\n\
+         Every frame type, transport parameter ID, plugin-control ID, close code and \
+         log message that the ABI or a plugin of this repository uses, rendered from \
+         [`spec/registry.toml`](spec/registry.toml); \
+         [Appendix B](spec/B-codepoint-registry.md) explains it. `make test` checks \
+         that the constants of the plugins, the runtime and the runner agree with it.\n",
+    );
+    for kind in corequic_registry::KINDS {
+        text.push_str(&format!("\n## {kind}\n\n| range | policy |\n|---|---|\n"));
+        for r in registry.ranges.iter().filter(|r| r.kind == kind) {
+            let range = match (r.first, r.last) {
+                (Some(f), Some(l)) if f == l => format!("`{f:#x}`"),
+                (Some(f), Some(l)) => format!("`{f:#x}`–`{l:#x}`"),
+                _ => "—".to_string(),
+            };
+            text.push_str(&format!("| {range} | {} |\n", cell(&r.policy)));
+        }
+        text.push_str("\n| value | name | owner | reference |\n|---|---|---|---|\n");
+        for c in registry.codepoints.iter().filter(|c| c.kind == kind) {
+            let value = match c.value {
+                Some(v) => format!("`{v:#x}`"),
+                None => format!("fields: {}", c.fields.join(", ")),
+            };
+            text.push_str(&format!(
+                "| {value} | {} | `{}` | `{}` |\n",
+                cell(&c.name),
+                c.owner,
+                c.reference
+            ));
+        }
+    }
+    Ok(text)
+}

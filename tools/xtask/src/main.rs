@@ -6,6 +6,11 @@
 //!   `wasm-tools component new` does, without installing that CLI.
 //! * `wit-doc <wit-dir> <out.md>` renders the markdown reference of the WIT
 //!   package; `wit-doc --check <wit-dir> <out.md>` fails when `out.md` is stale.
+//! * `registry --check <registry.toml>` fails when the codepoint registry and
+//!   the repository disagree (`corequic_registry::Registry::check`).
+//! * `releases --check <wit-dir> <releases-dir>` fails when the WIT package
+//!   differs from the frozen copy of the version it declares, or a frozen
+//!   copy declares another version than its directory's name.
 
 mod witdoc;
 
@@ -39,8 +44,27 @@ fn run() -> Result<()> {
             }
             Ok(())
         }
+        ["registry", "--check", path] => {
+            let registry =
+                corequic_registry::Registry::load(Path::new(path)).map_err(anyhow::Error::msg)?;
+            let problems = registry.check(Path::new("."));
+            if !problems.is_empty() {
+                bail!(
+                    "{path} and the repository disagree:\n  {}",
+                    problems.join("\n  ")
+                );
+            }
+            println!(
+                "{path}: {} codepoints agree with the repository",
+                registry.codepoints.len()
+            );
+            Ok(())
+        }
+        ["releases", "--check", wit, releases] => {
+            check_releases(Path::new(wit), Path::new(releases))
+        }
         _ => bail!(
-            "usage: xtask componentize <core.wasm> <out.wasm>\n       xtask wit-doc [--check] <wit-dir> <out.md>"
+            "usage: xtask componentize <core.wasm> <out.wasm>\n       xtask wit-doc [--check] <wit-dir> <out.md>\n       xtask registry --check <registry.toml>\n       xtask releases --check <wit-dir> <releases-dir>"
         ),
     }
 }
@@ -91,4 +115,73 @@ fn read_leb_u32(bytes: &[u8]) -> Result<(u32, usize)> {
         }
     }
     bail!("bad section size")
+}
+
+/// The `.wit` files of `dir` by name, and the package version they declare.
+fn wit_files(dir: &Path) -> Result<(std::collections::BTreeMap<String, String>, String)> {
+    let mut files = std::collections::BTreeMap::new();
+    let mut version = None;
+    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "wit") {
+            let text = std::fs::read_to_string(&path)?;
+            if let Some(v) = text.lines().find_map(|l| {
+                l.trim()
+                    .strip_prefix("package core-quic:plugin@")?
+                    .strip_suffix(';')
+                    .map(str::to_string)
+            }) {
+                version = Some(v);
+            }
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+            files.insert(name.unwrap_or_default(), text);
+        }
+    }
+    let version =
+        version.with_context(|| format!("{}: no `package core-quic:plugin@…;`", dir.display()))?;
+    Ok((files, version))
+}
+
+/// The WIT package may change only with its version (CQ-VER-3): while it
+/// declares a released version, it must equal that version's frozen copy.
+fn check_releases(wit: &Path, releases: &Path) -> Result<()> {
+    let (current, version) = wit_files(wit)?;
+    for entry in
+        std::fs::read_dir(releases).with_context(|| format!("reading {}", releases.display()))?
+    {
+        let dir = entry?.path();
+        if !dir.is_dir() {
+            continue;
+        }
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let (_, frozen_version) = wit_files(&dir.join("wit"))?;
+        if frozen_version != name {
+            bail!(
+                "{}: the frozen WIT declares {frozen_version}",
+                dir.display()
+            );
+        }
+    }
+    let frozen = releases.join(&version).join("wit");
+    if !frozen.exists() {
+        println!(
+            "{}: {version} is not released yet (no {})",
+            wit.display(),
+            frozen.display()
+        );
+        return Ok(());
+    }
+    let (released, _) = wit_files(&frozen)?;
+    if released != current {
+        bail!(
+            "{} differs from the released {version} ({}): a change to the WIT needs a new version (CQ-VER-3)",
+            wit.display(),
+            frozen.display()
+        );
+    }
+    println!("{}: identical to the released {version}", wit.display());
+    Ok(())
 }

@@ -306,24 +306,20 @@ impl HostConnection for QuinnConn<'_, '_> {
                     None => return Err(unavailable(field.id)),
                 }
             }
-            (FieldId::MaxTxData, PluginVal::U64(max)) => match self.cx.as_mut() {
-                Some(cx) => {
-                    if !cx.set_max_tx_data(max) {
-                        return Err(abi::flow_limit_refused(field.id, max));
-                    }
-                    true
+            (FieldId::MaxTxData | FieldId::MaxRxData, PluginVal::U64(max)) => {
+                let Some(cx) = self.cx.as_mut() else {
+                    return Err(unavailable(field.id));
+                };
+                let applied = if field.id == FieldId::MaxTxData {
+                    cx.set_max_tx_data(max)
+                } else {
+                    cx.set_max_rx_data(max)
+                };
+                if !applied {
+                    return Err(abi::flow_limit_refused(field.id, max));
                 }
-                None => return Err(unavailable(field.id)),
-            },
-            (FieldId::MaxRxData, PluginVal::U64(max)) => match self.cx.as_mut() {
-                Some(cx) => {
-                    if !cx.set_max_rx_data(max) {
-                        return Err(abi::flow_limit_refused(field.id, max));
-                    }
-                    true
-                }
-                None => return Err(unavailable(field.id)),
-            },
+                true
+            }
             _ => false,
         };
         if supported {

@@ -159,7 +159,8 @@ fn markdown_files(root: &Path) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-fn files_under(dir: &Path) -> Result<Vec<PathBuf>> {
+/// Every file under `dir`, skipping hidden and build directories.
+pub(crate) fn files_under(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {

@@ -1,7 +1,7 @@
 //! Checking the rendered book: every relative link reaches a file, every
 //! fragment an `id` in its page; the front and status pages render.
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use regex::Regex;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -100,19 +100,10 @@ pub fn links(html: &Path) -> Result<LinkReport> {
 }
 
 fn html_pages(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).with_context(|| format!("reading {}", d.display()))? {
-            let entry = entry?;
-            let path = entry.path();
-            if entry.file_type()?.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "html") {
-                out.push(path);
-            }
-        }
-    }
+    let mut out: Vec<PathBuf> = crate::assemble::files_under(dir)?
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "html"))
+        .collect();
     out.sort();
     Ok(out)
 }

@@ -351,21 +351,26 @@ impl HostConnection for S2nConn<'_> {
                 None => Err(unavailable(field.id)),
             },
             (FieldId::MaxTxData | FieldId::MaxRxData, PluginVal::U64(max)) => {
-                match self.cx.as_deref_mut() {
-                    // Before the 1-RTT space exists there are no connection-level limits.
-                    Some(cx) if cx.flow_limits_writable() => {
-                        let applied = if field.id == FieldId::MaxTxData {
-                            cx.set_max_tx_data(max)
-                        } else {
-                            cx.set_max_rx_data(max)
-                        };
-                        if applied {
-                            Ok(())
-                        } else {
-                            Err(abi::flow_limit_refused(field.id, max))
-                        }
-                    }
-                    _ => Err(unavailable(field.id)),
+                let Some(cx) = self.cx.as_deref_mut() else {
+                    return Err(unavailable(field.id));
+                };
+                // s2n-quic's connection-level limits live in the 1-RTT
+                // space's stream manager, which the handshake creates.
+                if !cx.flow_limits_writable() {
+                    return Err(abi::Error::Unsupported(format!(
+                        "s2n-quic writes {} once its 1-RTT packet space exists, not during the handshake",
+                        field.id.name()
+                    )));
+                }
+                let applied = if field.id == FieldId::MaxTxData {
+                    cx.set_max_tx_data(max)
+                } else {
+                    cx.set_max_rx_data(max)
+                };
+                if applied {
+                    Ok(())
+                } else {
+                    Err(abi::flow_limit_refused(field.id, max))
                 }
             }
             _ => Err(abi::Error::Unsupported(format!(

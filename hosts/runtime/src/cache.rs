@@ -48,7 +48,7 @@ pub(crate) fn entry_path(dir: &Path, engine: &Engine, component: &[u8]) -> PathB
     engine.precompile_compatibility_hash().hash(&mut key);
     key.write(&(component.len() as u64).to_le_bytes());
     key.write(component);
-    dir.join(format!("{}.cwasm", hex(&key.0.finalize())))
+    dir.join(format!("{:x}.cwasm", key.0.finalize()))
 }
 
 /// The component stored at `path`, if the entry is there and intact.
@@ -105,15 +105,6 @@ fn unique() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
     NEXT.fetch_add(1, Ordering::Relaxed)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    bytes
-        .iter()
-        .flat_map(|b| [DIGITS[usize::from(b >> 4)], DIGITS[usize::from(b & 15)]])
-        .map(char::from)
-        .collect()
 }
 
 #[cfg(test)]

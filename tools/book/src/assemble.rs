@@ -3,7 +3,7 @@
 use crate::pages;
 use anyhow::{Context, Result, bail};
 use regex::{Captures, Regex};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
 
 /// Directories never searched for pages or listed.
@@ -42,9 +42,11 @@ pub fn build(root: &Path, out: &Path, interop: &Path) -> Result<()> {
     let pages = markdown_files(root)?;
     let page_set: BTreeSet<PathBuf> = pages.iter().cloned().collect();
     let mut links = Links::default();
+    let mut titles = BTreeMap::new();
     for page in &pages {
         let text = std::fs::read_to_string(root.join(page))
             .with_context(|| format!("reading {}", page.display()))?;
+        titles.insert(page.clone(), title(page, &text));
         let mut text = rewrite_links(root, page, &text, &page_set, &mut links);
         if page.starts_with("spec") {
             text = anchor_requirements(&text);
@@ -98,7 +100,7 @@ pub fn build(root: &Path, out: &Path, interop: &Path) -> Result<()> {
     write(&src.join("registry.md"), &pages::registry(root)?)?;
     write(
         &src.join("SUMMARY.md"),
-        &summary(root, &pages, &listing_pages)?,
+        &summary(root, &pages, &titles, &listing_pages)?,
     )?;
     write(&out.join("book.toml"), BOOK_TOML)?;
     let book = mdbook_driver::MDBook::load(out).context("loading the book")?;
@@ -347,27 +349,35 @@ fn listing(
     Ok(text)
 }
 
-/// The title of a page: its first `# ` heading, else its file name.
-fn title(root: &Path, page: &Path) -> String {
-    std::fs::read_to_string(root.join(page))
-        .ok()
-        .and_then(|t| {
-            t.lines().find_map(|l| {
-                l.strip_prefix("# ")
-                    .map(|h| h.replace('`', "").trim().to_string())
-            })
+/// The title of a page: its first `# ` heading, else its path.
+fn title(page: &Path, text: &str) -> String {
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix("# ")
+                .map(|h| h.replace('`', "").trim().to_string())
         })
         .unwrap_or_else(|| page.display().to_string())
 }
 
 /// SUMMARY.md: the front page, status and requirements index, then a part
 /// per top-level directory (its README first), then the listings.
-fn summary(root: &Path, pages: &[PathBuf], listings: &[(PathBuf, String)]) -> Result<String> {
+fn summary(
+    root: &Path,
+    pages: &[PathBuf],
+    titles: &BTreeMap<PathBuf, String>,
+    listings: &[(PathBuf, String)],
+) -> Result<String> {
+    let title = |page: &Path| {
+        titles
+            .get(page)
+            .cloned()
+            .unwrap_or_else(|| page.display().to_string())
+    };
     let escape = |t: &str| t.replace('[', "\\[").replace(']', "\\]");
     let mut text = String::from("# Summary\n\n");
     let front = PathBuf::from("README.md");
     if pages.contains(&front) {
-        text.push_str(&format!("[{}](index.md)\n\n", escape(&title(root, &front))));
+        text.push_str(&format!("[{}](index.md)\n\n", escape(&title(&front))));
     }
     text.push_str(
         "- [Status](status.md)\n- [Requirements index](requirements.md)\n- [Codepoint registry](registry.md)\n",
@@ -417,7 +427,7 @@ fn summary(root: &Path, pages: &[PathBuf], listings: &[(PathBuf, String)]) -> Re
             let indent = if depth == 2 && is_readme { "" } else { "  " };
             text.push_str(&format!(
                 "{indent}- [{}]({})\n",
-                escape(&title(root, page)),
+                escape(&title(page)),
                 dest(root, page).display()
             ));
         }

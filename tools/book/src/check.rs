@@ -27,24 +27,26 @@ fn checked(rel: &Path) -> bool {
 pub fn links(html: &Path) -> Result<LinkReport> {
     let href = Regex::new(r#"(?:href|src)="([^"]*)""#).expect("regex");
     let id = Regex::new(r#"\bid="([^"]*)""#).expect("regex");
-    let pages = html_pages(html)?;
+    // Each page read once, its ids kept under its canonical path, which is
+    // how a link's target is looked up.
+    let mut pages = Vec::new();
     let mut ids: BTreeMap<PathBuf, BTreeSet<String>> = BTreeMap::new();
-    for page in &pages {
-        let text = std::fs::read_to_string(page)?;
+    for page in html_pages(html)? {
+        let text = std::fs::read_to_string(&page)?;
         ids.insert(
-            page.clone(),
+            page.canonicalize()?,
             id.captures_iter(&text).map(|c| c[1].to_string()).collect(),
         );
+        pages.push((page, text));
     }
     let mut broken = Vec::new();
     let mut count = 0;
-    for page in &pages {
+    for (page, text) in &pages {
         let rel = page.strip_prefix(html).unwrap_or(page);
         if !checked(rel) {
             continue;
         }
-        let text = std::fs::read_to_string(page)?;
-        for c in href.captures_iter(&text) {
+        for c in href.captures_iter(text) {
             let target = c[1].replace("&amp;", "&");
             if target.is_empty()
                 || target.contains("://")
@@ -75,11 +77,11 @@ pub fn links(html: &Path) -> Result<LinkReport> {
                 continue;
             }
             if let Some(fragment) = fragment.filter(|f| !f.is_empty()) {
-                let canonical = file.canonicalize().unwrap_or(file.clone());
-                let known = ids
-                    .iter()
-                    .find(|(p, _)| p.canonicalize().ok().as_ref() == Some(&canonical))
-                    .map(|(_, set)| set.contains(fragment));
+                let known = file
+                    .canonicalize()
+                    .ok()
+                    .and_then(|canonical| ids.get(&canonical))
+                    .map(|set| set.contains(fragment));
                 if known == Some(false) {
                     broken.push(format!("{}: {target}: no id `{fragment}`", rel.display()));
                 }

@@ -12,10 +12,19 @@ PLUGIN_OUT := build/plugins
 PLUGINS := padding probe bdp dummy ack-logger
 TEST_PLUGINS := test-bench test-chaos test-chaos-sink test-hostile test-observer test-abi-mismatch test-liar test-tp-flood test-endless-manifest test-field-probe cq-api-probe cq-init-fails cq-tp-reject cq-bad-manifest cq-observer-probe cq-parse-only cq-writes-flow-limits cq-handshake-fault
 ALL_PLUGINS := $(PLUGINS) $(TEST_PLUGINS)
+# Reference plugins written in C (plugins/<name>/*.c), built with clang and
+# wit-bindgen's C bindings (docs/c-plugins.md).
+C_PLUGINS := ack-logger-c
+CLANG ?= clang-14
+C_BINDINGS := $(TARGET_DIR)/c-bindings
+C_FLAGS := --target=wasm32-wasi -Oz -std=c11 -Wall -Wextra -Werror -I$(C_BINDINGS)
+# A reactor without start files: the host calls `init`, not `_start`; no WASI
+# import may remain, since plugins import only the host interface.
+C_LINK_FLAGS := -mexec-model=reactor -nostartfiles -Wl,--no-entry -Wl,--strip-all -Wl,--gc-sections
 # Host-side packages (everything but the wasm plugin crates).
 HOST_PACKAGES := -p corequic-runtime -p corequic-sdk -p xtask -p corequic-quinn -p corequic-endpoint -p corequic-quiche -p corequic-s2n -p corequic-interop -p corequic-conformance -p corequic-book -p corequic-registry
 
-.PHONY: all setup patches test-upstream plugins wit-doc check-wit-doc fmt-check lint test bench demo interop interop-build interop-test conformance conformance-claims chaos fuzz paper browser sizes docs docs-check check-registry clean
+.PHONY: all setup patches test-upstream plugins c-plugins wit-doc check-wit-doc fmt-check lint test bench demo interop interop-build interop-test conformance conformance-claims chaos fuzz paper browser sizes docs docs-check check-registry clean
 
 all: plugins
 
@@ -30,12 +39,13 @@ setup:
 	  rustup target add --toolchain $(TOOLCHAIN) $(WASM_TARGET)
 	@rustup component list --installed --toolchain $(TOOLCHAIN) | grep -q clippy || \
 	  rustup component add --toolchain $(TOOLCHAIN) rustfmt clippy
-	@# quiche's BoringSSL build needs cmake and libclang (bindgen).
-	@if ! command -v cmake >/dev/null || { command -v dpkg >/dev/null && ! dpkg -s libclang-dev >/dev/null 2>&1; }; then \
+	@# quiche's BoringSSL build needs cmake and libclang (bindgen); C plugins
+	@# need clang and lld for wasm32 and wasi-libc (malloc, memcpy).
+	@if ! command -v cmake >/dev/null || ! command -v $(CLANG) >/dev/null || { command -v dpkg >/dev/null && ! dpkg -s libclang-dev lld-14 wasi-libc libclang-rt-14-dev-wasm32 >/dev/null 2>&1; }; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    echo "installing cmake and libclang-dev (quiche's BoringSSL build)"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cmake libclang-dev >/dev/null; \
-	  else echo "warning: quiche needs cmake and libclang-dev (apt-get install cmake libclang-dev)" >&2; fi; \
+	    echo "installing cmake, libclang-dev (quiche's BoringSSL build), clang-14, lld-14, wasi-libc (C plugins)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cmake libclang-dev clang-14 lld-14 wasi-libc libclang-rt-14-dev-wasm32 >/dev/null; \
+	  else echo "warning: quiche needs cmake and libclang-dev, C plugins clang-14, lld-14, wasi-libc and libclang-rt-14-dev-wasm32 (apt-get install …)" >&2; fi; \
 	fi
 
 ## patches: pristine pinned upstream crates + our hook patches, in build/patched
@@ -74,7 +84,18 @@ plugins: setup patches
 	@# A core module that is not a component: the conformance kit's
 	@# loading.a-core-module-is-refused.
 	@cp $(TARGET_DIR)/$(WASM_TARGET)/plugin/plugin_padding.wasm $(PLUGIN_OUT)/cq-core-module.wasm
+	@$(MAKE) --no-print-directory c-plugins
 	@echo "plugins in $(PLUGIN_OUT)/"
+
+## c-plugins: the C plugins, against the C bindings generated from wit/.
+c-plugins: setup patches
+	@$(CARGO) run -q -p xtask -- c-bindings wit $(C_BINDINGS)
+	@mkdir -p $(TARGET_DIR)/c-plugins $(PLUGIN_OUT)
+	@for p in $(C_PLUGINS); do \
+	  $(CLANG) $(C_FLAGS) $(C_LINK_FLAGS) plugins/$$p/*.c $(C_BINDINGS)/plugin.c \
+	    $(C_BINDINGS)/plugin_component_type.o -o $(TARGET_DIR)/c-plugins/$$p.wasm || exit 1; \
+	  $(CARGO) run -q -p xtask -- componentize $(TARGET_DIR)/c-plugins/$$p.wasm $(PLUGIN_OUT)/$$p.wasm || exit 1; \
+	done
 
 ## docs: the book (mdBook, pinned in tools/book) in $(BOOK_OUT)/html: the
 ## spec, the guides, every README, a requirements index and a status page.
@@ -122,7 +143,7 @@ bench: plugins
 
 ## sizes: component sizes of the reference plugins.
 sizes: plugins
-	@ls -l $(foreach p,$(ALL_PLUGINS),$(PLUGIN_OUT)/$(p).wasm) | awk '{print $$5, $$9}'
+	@ls -l $(foreach p,$(ALL_PLUGINS) $(C_PLUGINS),$(PLUGIN_OUT)/$(p).wasm) | awk '{print $$5, $$9}'
 
 ## Interop runner (interop-runner/README.md): the hosts of hosts.toml whose
 ## package is in this workspace get their endpoint built.

@@ -15,6 +15,7 @@ pub const TESTS: &[&str] = &[
     "dummy",
     "dummy+padding",
     "ack-logger",
+    "ack-logger-c",
     "hostile",
 ];
 
@@ -219,11 +220,13 @@ pub fn plan(test: &str, matrix: Matrix) -> Vec<RunSpec> {
                 SideSpec::with(&["padding", "dummy"]),
             )]
         }
-        "ack-logger" => vec![run(
-            "ack-logger",
+        // The C build of the ACK logger (plugins/ack-logger-c) runs the
+        // same scenario and is held to the same checks.
+        plugin @ ("ack-logger" | "ack-logger-c") => vec![run(
+            plugin,
             &short,
             size / 5,
-            SideSpec::with(&["ack-logger"]),
+            SideSpec::with(&[plugin]),
             none(),
         )],
         "hostile" => vec![run(
@@ -662,14 +665,14 @@ pub fn judge(test: &str, runs: &[RunOutcome]) -> Vec<Check> {
                 ));
             }
         }
-        "ack-logger" => {
+        plugin @ ("ack-logger" | "ack-logger-c") => {
             for r in runs {
                 let logged: Vec<String> = r
                     .server
                     .stats
                     .as_ref()
                     .map(|s| {
-                        s.logs_of("ack-logger", "ack processed")
+                        s.logs_of(plugin, "ack processed")
                             .map(|l| l.field("packet-number").unwrap_or("").to_string())
                             .collect()
                     })

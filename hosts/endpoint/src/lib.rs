@@ -76,6 +76,7 @@ pub const TESTS: &[&str] = &[
     "dummy",
     "dummy+padding",
     "ack-logger",
+    "ack-logger-c",
     "hostile",
 ];
 

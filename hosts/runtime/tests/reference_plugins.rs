@@ -415,10 +415,20 @@ fn dummy_toggles_are_visible_in_the_clients_datagram_sizes() {
 /// CQ-ANCHOR-3 (AFTER runs after native processing), CQ-RECV-5.
 #[test]
 fn ack_logger_logs_each_ack_after_it_was_processed() {
-    let mut p = pair(&[], &["ack-logger"]);
+    logs_each_ack_after_it_was_processed("ack-logger");
+}
+
+/// The C build of the ACK logger behaves as the Rust one.
+#[test]
+fn ack_logger_in_c_logs_each_ack_after_it_was_processed() {
+    logs_each_ack_after_it_was_processed("ack-logger-c");
+}
+
+fn logs_each_ack_after_it_was_processed(plugin: &str) {
+    let mut p = pair(&[], &[plugin]);
     p.handshake();
     assert!(p.transfer(40_000, 10_000 * MS));
-    let logs = p.server.conn.log_count("ack-logger", Some("ack processed"));
+    let logs = p.server.conn.log_count(plugin, Some("ack processed"));
     assert!(logs > 0);
     assert_eq!(
         logs as u64, p.server.acks_processed,
@@ -426,7 +436,7 @@ fn ack_logger_logs_each_ack_after_it_was_processed() {
     );
     let events = &p.server.conn.events;
     for (i, e) in events.iter().enumerate() {
-        if e == "log ack-logger: ack processed" {
+        if *e == format!("log {plugin}: ack processed") {
             assert!(
                 events[i - 1].starts_with("processed ACK"),
                 "logged after processing: {e}"

@@ -1,0 +1,223 @@
+// ACK logger in C (Core QUIC paper, section VI-A): the same plugin as
+// plugins/ack-logger, written against wit-bindgen's C bindings of the
+// `plugin` world to show that the ABI does not depend on Rust.
+//
+// It observes ACK processing (AFTER anchor of process-frame, types 0x02 and
+// 0x03) and logs the largest acknowledged packet, the ACK delay and the
+// number of ranges through the host's structured log. It changes nothing.
+//
+// Ownership follows wit-bindgen's C conventions: a routine owns its
+// arguments and frees them; what it returns is freed by the generated
+// post-return function, so it must come from malloc; arguments of host calls
+// stay the caller's.
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "plugin.h"
+#include "plugin_abi_version.h"
+
+// ACK and ACK_ECN, the frame types the plugin observes.
+static const uint64_t ACK = 0x02;
+static const uint64_t ACK_ECN = 0x03;
+
+typedef exports_core_quic_plugin_routines_error_t error_t;
+
+// A heap copy of `n` elements of `size` bytes, for returned lists.
+static void *heap_copy(const void *src, size_t n, size_t size) {
+  void *dst = malloc(n * size);
+  if (dst == NULL) {
+    abort();
+  }
+  memcpy(dst, src, n * size);
+  return dst;
+}
+
+void exports_core_quic_plugin_routines_manifest(
+    exports_core_quic_plugin_routines_plugin_manifest_t *ret) {
+  static const core_quic_plugin_types_binding_t bindings[] = {
+      {CORE_QUIC_PLUGIN_TYPES_ROUTINE_PROCESS_FRAME,
+       CORE_QUIC_PLUGIN_TYPES_ANCHOR_AFTER, ACK},
+      {CORE_QUIC_PLUGIN_TYPES_ROUTINE_PROCESS_FRAME,
+       CORE_QUIC_PLUGIN_TYPES_ANCHOR_AFTER, ACK_ECN},
+  };
+  static const core_quic_plugin_types_permission_t permissions[] = {
+      CORE_QUIC_PLUGIN_TYPES_PERMISSION_LOGGING,
+  };
+  memset(ret, 0, sizeof(*ret));
+  plugin_string_dup(&ret->name, "ack-logger-c");
+  plugin_string_dup(&ret->version, "0.1.0");
+  plugin_string_dup(&ret->abi_version, COREQUIC_ABI_VERSION);
+  ret->bindings.len = sizeof(bindings) / sizeof(bindings[0]);
+  ret->bindings.ptr =
+      heap_copy(bindings, ret->bindings.len, sizeof(bindings[0]));
+  ret->permissions.len = sizeof(permissions) / sizeof(permissions[0]);
+  ret->permissions.ptr =
+      heap_copy(permissions, ret->permissions.len, sizeof(permissions[0]));
+}
+
+bool exports_core_quic_plugin_routines_init(error_t *err) {
+  (void)err;
+  // No negotiation: observe from the start.
+  core_quic_plugin_host_enable();
+  return true;
+}
+
+// Build one log field; `key` is a string literal, borrowed for the call.
+static core_quic_plugin_host_tuple2_string_plugin_val_t field(const char *key,
+                                                             uint8_t tag,
+                                                             uint64_t value) {
+  core_quic_plugin_host_tuple2_string_plugin_val_t f;
+  memset(&f, 0, sizeof(f));
+  plugin_string_set(&f.f0, key);
+  f.f1.tag = tag;
+  if (tag == CORE_QUIC_PLUGIN_TYPES_PLUGIN_VAL_DURATION) {
+    f.f1.val.duration = value;
+  } else {
+    f.f1.val.u64 = value;
+  }
+  return f;
+}
+
+bool exports_core_quic_plugin_routines_process_frame(
+    exports_core_quic_plugin_routines_anchor_t anchor,
+    exports_core_quic_plugin_routines_frame_t *frame,
+    exports_core_quic_plugin_routines_rx_context_t *ctx, error_t *err) {
+  (void)anchor;
+  bool ok = true;
+  if (frame->tag == CORE_QUIC_PLUGIN_TYPES_FRAME_ACK) {
+    const core_quic_plugin_types_ack_frame_t *ack = &frame->val.ack;
+    core_quic_plugin_host_tuple2_string_plugin_val_t fields[] = {
+        field("largest-acknowledged", CORE_QUIC_PLUGIN_TYPES_PLUGIN_VAL_U64,
+              ack->largest_acknowledged),
+        field("ack-delay", CORE_QUIC_PLUGIN_TYPES_PLUGIN_VAL_DURATION,
+              ack->ack_delay),
+        field("ranges", CORE_QUIC_PLUGIN_TYPES_PLUGIN_VAL_U64,
+              ack->ranges.len),
+        field("packet-number", CORE_QUIC_PLUGIN_TYPES_PLUGIN_VAL_U64,
+              ctx->packet_number),
+    };
+    core_quic_plugin_host_list_tuple2_string_plugin_val_t list = {
+        fields, sizeof(fields) / sizeof(fields[0])};
+    plugin_string_t message;
+    plugin_string_set(&message, "ack processed");
+    // A refused log call fails the routine with the host's error, as the
+    // Rust plugin's `?` does.
+    ok = core_quic_plugin_host_log(CORE_QUIC_PLUGIN_TYPES_LOG_LEVEL_INFO,
+                                   &message, &list, err);
+  }
+  exports_core_quic_plugin_routines_frame_free(frame);
+  return ok;
+}
+
+// The routines below are not bound in the manifest, so the host never calls
+// them (CQ-ROUTINE-2). The world exports them all; each fails with
+// `unsupported` and frees what it owns.
+
+static bool not_bound(error_t *err) {
+  err->tag = CORE_QUIC_PLUGIN_TYPES_ERROR_UNSUPPORTED;
+  plugin_string_dup(&err->val.unsupported, "routine not bound by ack-logger-c");
+  return false;
+}
+
+bool exports_core_quic_plugin_routines_write_transport_parameter(
+    exports_core_quic_plugin_routines_anchor_t anchor,
+    exports_core_quic_plugin_routines_tp_id_t id,
+    exports_core_quic_plugin_routines_borrow_out_buf_t out, error_t *err) {
+  (void)anchor, (void)id, (void)out;
+  return not_bound(err);
+}
+
+bool exports_core_quic_plugin_routines_decode_transport_parameter(
+    exports_core_quic_plugin_routines_anchor_t anchor,
+    exports_core_quic_plugin_routines_tp_id_t id,
+    exports_core_quic_plugin_routines_borrow_in_buf_t value, error_t *err) {
+  (void)anchor, (void)id, (void)value;
+  return not_bound(err);
+}
+
+bool exports_core_quic_plugin_routines_should_send_frame(
+    exports_core_quic_plugin_routines_anchor_t anchor,
+    exports_core_quic_plugin_routines_frame_type_t frame_type,
+    exports_core_quic_plugin_routines_send_context_t *ctx, bool *ret,
+    error_t *err) {
+  (void)anchor, (void)frame_type, (void)ctx, (void)ret;
+  return not_bound(err);
+}
+
+bool exports_core_quic_plugin_routines_prepare_frame(
+    exports_core_quic_plugin_routines_anchor_t anchor,
+    exports_core_quic_plugin_routines_frame_type_t frame_type,
+    exports_core_quic_plugin_routines_send_context_t *ctx,
+    exports_core_quic_plugin_routines_option_ext_frame_t *ret, error_t *err) {
+  (void)anchor, (void)frame_type, (void)ctx, (void)ret;
+  return not_bound(err);
+}
+
+bool exports_core_quic_plugin_routines_frame_wire_len(
+    exports_core_quic_plugin_routines_anchor_t anchor,
+    exports_core_quic_plugin_routines_ext_frame_t *frame, uint64_t *ret,
+    error_t *err) {
+  (void)anchor, (void)frame, (void)ret;
+  return not_bound(err);
+}
+
+bool exports_core_quic_plugin_routines_write_frame(
+    exports_core_quic_plugin_routines_anchor_t anchor,
+    exports_core_quic_plugin_routines_ext_frame_t *frame,
+    exports_core_quic_plugin_routines_borrow_out_buf_t out, error_t *err) {
+  (void)anchor, (void)frame, (void)out;
+  return not_bound(err);
+}
+
+bool exports_core_quic_plugin_routines_on_frame_reserved(
+    exports_core_quic_plugin_routines_anchor_t anchor,
+    exports_core_quic_plugin_routines_ext_frame_t *frame,
+    exports_core_quic_plugin_routines_send_context_t *ctx, error_t *err) {
+  (void)anchor, (void)frame, (void)ctx;
+  return not_bound(err);
+}
+
+bool exports_core_quic_plugin_routines_notify_frame(
+    exports_core_quic_plugin_routines_anchor_t anchor,
+    exports_core_quic_plugin_routines_ext_frame_t *frame,
+    exports_core_quic_plugin_routines_frame_outcome_t outcome, error_t *err) {
+  (void)anchor, (void)frame, (void)outcome;
+  return not_bound(err);
+}
+
+bool exports_core_quic_plugin_routines_parse_frame(
+    exports_core_quic_plugin_routines_anchor_t anchor,
+    exports_core_quic_plugin_routines_frame_type_t frame_type,
+    exports_core_quic_plugin_routines_borrow_in_buf_t payload,
+    exports_core_quic_plugin_routines_parsed_frame_t *ret, error_t *err) {
+  (void)anchor, (void)frame_type, (void)payload, (void)ret;
+  return not_bound(err);
+}
+
+bool exports_core_quic_plugin_routines_log_frame(
+    exports_core_quic_plugin_routines_anchor_t anchor,
+    exports_core_quic_plugin_routines_frame_t *frame, plugin_string_t *ret,
+    error_t *err) {
+  (void)anchor, (void)ret;
+  exports_core_quic_plugin_routines_frame_free(frame);
+  return not_bound(err);
+}
+
+bool exports_core_quic_plugin_routines_on_plugin_timeout(
+    exports_core_quic_plugin_routines_timer_id_t id,
+    exports_core_quic_plugin_routines_instant_t now, error_t *err) {
+  (void)id, (void)now;
+  return not_bound(err);
+}
+
+bool exports_core_quic_plugin_routines_plugin_control(
+    exports_core_quic_plugin_routines_control_id_t id,
+    exports_core_quic_plugin_routines_list_plugin_val_t *args,
+    exports_core_quic_plugin_routines_list_plugin_val_t *ret, error_t *err) {
+  (void)id, (void)ret;
+  exports_core_quic_plugin_routines_list_plugin_val_free(args);
+  err->tag = CORE_QUIC_PLUGIN_TYPES_ERROR_NOT_FOUND;
+  plugin_string_dup(&err->val.not_found, "unknown plugin-control id");
+  return false;
+}

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use corequic_runtime::abi::{LogLevel, PluginVal};
+use corequic_runtime::abi::{FieldId, LogLevel, PluginVal};
 
 const PADDING_TOGGLE: u64 = 0x80001;
 const BDP_SET_WINDOW: u64 = 0x80000;
@@ -230,6 +230,39 @@ fn bdp_resends_frame_0xbd_when_lost() {
     assert!(p.run_until(10_000 * MS, |p| p.server.conn.cwnd == 60_000));
     assert_eq!(p.client.plugin_frames_lost.get(&FRAME_BDP), Some(&1));
     assert_eq!(p.client.plugin_frames_sent.get(&FRAME_BDP), Some(&2));
+}
+
+/// CQ-FIELD-8: a controller that cannot take a window write refuses it with
+/// `unsupported`; BDP logs it and the connection goes on.
+#[test]
+fn bdp_carries_on_when_the_window_write_is_unsupported() {
+    let mut p = pair(&["bdp"], &["bdp"]);
+    p.server.conn.unsupported.insert(FieldId::CongestionWindow);
+    let r = p.client.plugins.plugin_control(
+        &mut p.client.conn,
+        BDP_SET_WINDOW,
+        &[PluginVal::U64(60_000)],
+    );
+    assert_eq!(r, Ok(vec![]));
+    p.handshake();
+    let initial = p.server.conn.cwnd;
+    assert!(p.run_until(5_000 * MS, |p| {
+        p.client.plugin_frames_acked.contains_key(&FRAME_BDP)
+    }));
+    assert_eq!(p.server.conn.cwnd, initial, "the window is unchanged");
+    let warn = p
+        .server
+        .conn
+        .logs
+        .iter()
+        .find(|r| r.message == "congestion window not resumed");
+    assert!(
+        matches!(warn, Some(r) if r.level == LogLevel::Warn
+            && r.fields.iter().any(|f| f.0 == "error" && f.1 == PluginVal::String("unsupported".into()))),
+        "{warn:?}"
+    );
+    assert!(p.server.closed.is_none() && p.client.closed.is_none());
+    assert!(p.transfer(40_000, 10_000 * MS));
 }
 
 /// Appendix A (BDP validates the window).

@@ -138,13 +138,26 @@ impl Plugin for Bdp {
                 &[("window", PluginVal::U64(window))],
             );
         }
-        host::set(FieldId::CongestionWindow, PluginVal::U64(window))?;
-        host::set(FieldId::Ssthresh, PluginVal::U64(window))?;
-        host::log(
-            LogLevel::Info,
-            "congestion window resumed",
-            &[("window", PluginVal::U64(window))],
-        )
+        // A controller without a window to set (CQ-FIELD-8) refuses the
+        // write: the connection then goes on as if no window was remembered,
+        // since failing the routine would close it.
+        match host::set(FieldId::CongestionWindow, PluginVal::U64(window))
+            .and_then(|()| host::set(FieldId::Ssthresh, PluginVal::U64(window)))
+        {
+            Ok(()) => host::log(
+                LogLevel::Info,
+                "congestion window resumed",
+                &[("window", PluginVal::U64(window))],
+            ),
+            Err(e) => host::log(
+                LogLevel::Warn,
+                "congestion window not resumed",
+                &[
+                    ("window", PluginVal::U64(window)),
+                    ("error", PluginVal::String(text::error_kind(&e).into())),
+                ],
+            ),
+        }
     }
 
     fn log_frame(&mut self, _: Anchor, frame: Frame) -> Result<String> {

@@ -363,6 +363,15 @@ impl Plugin for ApiProbe {
     fn write_transport_parameter(&mut self, _: Anchor, _: u64, out: &OutBuf) -> Result<()> {
         self.routine("write-transport-parameter");
         self.table("write-transport-parameter");
+        // CQ-FIELD-12: a field is its value or not-found, never a
+        // placeholder. The parameters being encoded advertise the receive
+        // limit, and every host advertises one above 0.
+        if let Ok(v) = host::get(FieldId::MaxRxData) {
+            check(
+                "max-rx-data while the parameters are encoded is the advertised limit",
+                !matches!(v, PluginVal::U64(0)),
+            );
+        }
         let capacity = out.capacity();
         check("out-buf starts empty", out.written() == 0);
         let over = vec![0u8; capacity as usize + 1];

@@ -24,7 +24,7 @@ C_LINK_FLAGS := -mexec-model=reactor -nostartfiles -Wl,--no-entry -Wl,--strip-al
 # Host-side packages (everything but the wasm plugin crates).
 HOST_PACKAGES := -p corequic-runtime -p corequic-sdk -p xtask -p corequic-quinn -p corequic-endpoint -p corequic-quiche -p corequic-s2n -p corequic-interop -p corequic-conformance -p corequic-book -p corequic-registry
 
-.PHONY: all setup patches test-upstream plugins c-plugins wit-doc check-wit-doc fmt-check lint test bench demo interop interop-build interop-test conformance conformance-claims chaos fuzz paper browser sizes docs docs-check check-registry clean
+.PHONY: all setup patches test-upstream plugins c-plugins wit-doc check-wit-doc fmt-check lint test bench demo interop interop-build interop-test conformance conformance-claims chaos fuzz paper perf browser sizes docs docs-check check-registry clean
 
 all: plugins
 
@@ -167,6 +167,16 @@ paper: plugins
 	$(CARGO) build --release --bins $(foreach p,$(ENDPOINT_PACKAGES),-p $(p)) -p corequic-interop
 	rm -rf $(INTEROP_OUT)/paper
 	$(TARGET_DIR)/release/interop-runner --matrix paper --bin-dir $(TARGET_DIR)/release --out $(INTEROP_OUT)/paper
+
+## perf: bulk goodput with probe, BDP, DUMMY and ack-logger on both sides
+## against none, every server x client pair, on loopback and through the
+## emulator at 1 Gbit/s (release builds; docs/measurements.md). Long.
+PERF_RUNS ?= 10
+PERF_SIZE ?= 50000000
+perf: plugins
+	$(CARGO) build --release --bins $(foreach p,$(ENDPOINT_PACKAGES),-p $(p)) -p corequic-interop
+	$(TARGET_DIR)/release/interop-runner perf --bin-dir $(TARGET_DIR)/release \
+	  --runs $(PERF_RUNS) --size $(PERF_SIZE) --out $(INTEROP_OUT)/perf --markdown $(INTEROP_OUT)/perf/table.md
 
 ## browser: Debian's chromium for the report's render test.
 browser:

@@ -241,6 +241,8 @@ pub fn run(config: &ChaosConfig) -> Result<Vec<SeedResult>, String> {
             server,
             client,
             timeout_seconds: config.timeout_seconds,
+            measurement: false,
+            direct: false,
         };
         let folder = config.out.join("runs").join(&name);
         let started = Instant::now();

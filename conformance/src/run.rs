@@ -182,6 +182,8 @@ fn run_connection(target: &Target, case: &LoadedCase, role: Role, folder: &Path)
         server,
         client,
         timeout_seconds: u64::from(timeout),
+        measurement: false,
+        direct: false,
     };
     let subject_host = Host {
         name: target.host.clone(),

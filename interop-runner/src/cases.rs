@@ -113,6 +113,8 @@ fn run(label: &str, link: &LinkParams, size: u64, server: SideSpec, client: Side
         server,
         client,
         timeout_seconds: 30 + expected.ceil() as u64,
+        measurement: false,
+        direct: false,
     }
 }
 

@@ -53,6 +53,11 @@ pub struct RunSpec {
     pub client: SideSpec,
     /// The endpoints' `--timeout`, seconds.
     pub timeout_seconds: u64,
+    /// A performance measurement: the endpoints write no qlog.
+    pub measurement: bool,
+    /// The client connects to the server directly, without the link
+    /// emulator (`link` is then ignored and there is no trace).
+    pub direct: bool,
 }
 
 /// One plugin's counters in the stats JSON.
@@ -281,7 +286,7 @@ pub fn run_pair(
     let _ = std::fs::create_dir_all(folder.join("qlog"));
     let timeout = spec.timeout_seconds.to_string();
     let common = |role: &str, addr: SocketAddr| -> Vec<String> {
-        [
+        let mut args: Vec<String> = [
             "--role",
             role,
             "--addr",
@@ -290,14 +295,16 @@ pub fn run_pair(
             test,
             "--stats",
             &folder.join(format!("{role}.json")).display().to_string(),
-            "--qlog",
-            &folder.join("qlog").display().to_string(),
             "--timeout",
             &timeout,
         ]
         .iter()
         .map(|s| s.to_string())
-        .collect()
+        .collect();
+        if !spec.measurement {
+            args.extend(["--qlog".into(), folder.join("qlog").display().to_string()]);
+        }
+        args
     };
     let server_args_for = |addr: SocketAddr| {
         let mut args = common("server", addr);
@@ -359,16 +366,23 @@ pub fn run_pair(
         }
     };
     outcome.server.exit_code = None;
-    let relay = match Relay::start(server_addr, spec.link.clone()) {
-        Ok(relay) => relay,
-        Err(e) => {
-            let _ = server.kill();
-            let _ = server.wait();
-            outcome.runner_error = Some(format!("starting the link: {e}"));
-            return outcome;
+    let relay = if spec.direct {
+        None
+    } else {
+        match Relay::start(server_addr, spec.link.clone()) {
+            Ok(relay) => Some(relay),
+            Err(e) => {
+                let _ = server.kill();
+                let _ = server.wait();
+                outcome.runner_error = Some(format!("starting the link: {e}"));
+                return outcome;
+            }
         }
     };
-    let mut client_args = common("client", relay.client_facing_addr());
+    let client_addr = relay
+        .as_ref()
+        .map_or(server_addr, Relay::client_facing_addr);
+    let mut client_args = common("client", client_addr);
     client_args.extend(["--size".into(), spec.file_size.to_string()]);
     client_args.extend(side_args(env, &spec.client));
     outcome.client.args = client_args.clone();
@@ -388,7 +402,7 @@ pub fn run_pair(
     // the client (or hangs) is killed after its own timeout.
     let server_deadline = Instant::now() + grace;
     outcome.server.exit_code = wait_or_kill(&mut server, server_deadline).and_then(|s| s.code());
-    outcome.trace = relay.stop();
+    outcome.trace = relay.map(Relay::stop).unwrap_or_default();
     let _ = std::fs::write(folder.join("link.csv"), trace_csv(&outcome.trace));
     (outcome.server.stats, outcome.server.stats_json) = read_stats(&folder.join("server.json"));
     (outcome.client.stats, outcome.client.stats_json) = read_stats(&folder.join("client.json"));
@@ -396,7 +410,11 @@ pub fn run_pair(
         folder.join("commands.txt"),
         format!(
             "link: {}\nserver: {} {}\nclient: {} {}\n",
-            spec.link.describe(),
+            if spec.direct {
+                "none (direct)".to_string()
+            } else {
+                spec.link.describe()
+            },
             server_host.binary.display(),
             server_args.join(" "),
             client_host.binary.display(),

@@ -10,6 +10,7 @@ pub mod cases;
 pub mod execute;
 pub mod hosts;
 pub mod link;
+pub mod perf;
 pub mod report;
 pub mod results;
 pub mod runner;

@@ -7,6 +7,7 @@ use corequic_interop::browser::{
 use corequic_interop::cases::{Matrix, TESTS};
 use corequic_interop::execute::Environment;
 use corequic_interop::hosts::{answers_unsupported, parse_hosts, select_hosts};
+use corequic_interop::perf::{PerfLink, PerfRun, markdown as perf_markdown, run_perf};
 use corequic_interop::runner::{
     MatrixRun, default_out, missing_required, now_rfc3339, parse_required, run_matrix,
     summarize_hosts,
@@ -18,6 +19,8 @@ use std::process::ExitCode;
 const USAGE: &str = "\
 usage: interop-runner [options]            run the matrix
        interop-runner check-report DIR [--chromium BIN]
+       interop-runner perf [--hosts a,b] [--links loopback,1gbit] [--runs N] [--size BYTES]
+                           [--bin-dir DIR] [--plugin-dir DIR] [--out DIR] [--markdown FILE]
 options:
   --matrix reduced|default|paper   sizes, links and repetitions (default: default)
   --hosts a,b                      hosts to pair (default: every host in the hosts
@@ -288,10 +291,88 @@ fn check_report(args: &[String]) -> Result<bool, String> {
     Ok(failures.is_empty())
 }
 
+/// `perf`: goodput with and without the reference plugins on every pair of
+/// hosts (`corequic_interop::perf`); prints the Markdown table.
+fn perf(args: &[String]) -> Result<bool, String> {
+    let mut hosts_filter = None;
+    let mut hosts_file = PathBuf::from("interop-runner/hosts.toml");
+    let mut links = vec![PerfLink::Loopback, PerfLink::Gigabit];
+    let mut runs = 10;
+    let mut size = 50_000_000;
+    let mut bin_dir = PathBuf::from("target/release");
+    let mut plugin_dir = PathBuf::from("build/plugins");
+    let mut out = PathBuf::from("target/interop/perf");
+    let mut markdown_file = None;
+    let mut it = args.iter();
+    let number = |flag: &str, v: String| {
+        v.parse::<u64>()
+            .ok()
+            .filter(|&n| n > 0)
+            .ok_or_else(|| format!("{flag}: `{v}` is not a positive number"))
+    };
+    while let Some(flag) = it.next() {
+        let mut value = || {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("{flag} needs a value"))
+        };
+        match flag.as_str() {
+            "--hosts" => {
+                hosts_filter = Some(value()?.split(',').map(str::to_string).collect::<Vec<_>>())
+            }
+            "--hosts-file" => hosts_file = value()?.into(),
+            "--links" => {
+                links = value()?
+                    .split(',')
+                    .map(|l| PerfLink::parse(l).ok_or_else(|| format!("unknown link `{l}`")))
+                    .collect::<Result<_, _>>()?
+            }
+            "--runs" => runs = number(flag, value()?)? as usize,
+            "--size" => size = number(flag, value()?)?,
+            "--bin-dir" => bin_dir = value()?.into(),
+            "--plugin-dir" => plugin_dir = value()?.into(),
+            "--out" => out = value()?.into(),
+            "--markdown" => markdown_file = Some(PathBuf::from(value()?)),
+            other => return Err(format!("unknown option `{other}`\n{USAGE}")),
+        }
+    }
+    let text = std::fs::read_to_string(&hosts_file)
+        .map_err(|e| format!("{}: {e}", hosts_file.display()))?;
+    let entries = parse_hosts(&text).map_err(|e| format!("{}: {e}", hosts_file.display()))?;
+    let hosts = select_hosts(&entries, &bin_dir, hosts_filter.as_deref())?;
+    if hosts.is_empty() {
+        return Err(format!("no endpoint binary found in {}", bin_dir.display()));
+    }
+    let plugin_dir = plugin_dir
+        .canonicalize()
+        .map_err(|e| format!("{}: {e} (run `make plugins`)", plugin_dir.display()))?;
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let spec = PerfRun {
+        hosts,
+        links,
+        runs,
+        size,
+        env: Environment { plugin_dir },
+        out: out.clone(),
+    };
+    let cells = run_perf(&spec);
+    let json = serde_json::to_string_pretty(&cells).map_err(|e| e.to_string())?;
+    let results = out.join("perf.json");
+    std::fs::write(&results, json).map_err(|e| format!("{}: {e}", results.display()))?;
+    let table = perf_markdown(&cells, runs, size);
+    if let Some(path) = markdown_file {
+        std::fs::write(&path, &table).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    println!("{table}");
+    Ok(cells.iter().all(|c| c.ratio().is_some()))
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let outcome = match args.first().map(String::as_str) {
         Some("check-report") => check_report(&args[1..]),
+        Some("perf") => perf(&args[1..]),
         _ => run(&args),
     };
     match outcome {

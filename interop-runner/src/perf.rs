@@ -1,0 +1,320 @@
+//! `interop-runner perf`: what the reference plugins cost in bulk goodput,
+//! on every server × client pair of hosts, measured against the same pair
+//! without plugins in one run (`make perf`, `docs/measurements.md`).
+//!
+//! Each pair downloads a file with no plugins and with the four
+//! non-padding reference plugins loaded on both sides, alternately, so that
+//! drifts of the machine hit both modes alike. Padding is left out: it
+//! halts after every packet by design.
+
+use crate::execute::{Environment, RunSpec, SideSpec, run_pair};
+use crate::hosts::Host;
+use crate::link::LinkParams;
+use serde::Serialize;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The plugins loaded on both sides in the "plugins" mode.
+pub const PERF_PLUGINS: &[&str] = &["probe", "bdp", "dummy", "ack-logger"];
+
+/// The paths a measurement runs over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PerfLink {
+    /// The client talks to the server directly over loopback: no emulator,
+    /// no bottleneck, the harshest case for per-packet costs.
+    Loopback,
+    /// Through the link emulator at 1 Gbit/s with a 2 ms RTT.
+    Gigabit,
+}
+
+impl PerfLink {
+    /// Parse `loopback` or `1gbit`.
+    pub fn parse(name: &str) -> Option<PerfLink> {
+        match name {
+            "loopback" => Some(PerfLink::Loopback),
+            "1gbit" => Some(PerfLink::Gigabit),
+            _ => None,
+        }
+    }
+
+    /// Its name on the command line and in the table.
+    pub fn name(self) -> &'static str {
+        match self {
+            PerfLink::Loopback => "loopback",
+            PerfLink::Gigabit => "1gbit",
+        }
+    }
+
+    /// The emulated path; `None` for a direct connection.
+    fn params(self) -> Option<LinkParams> {
+        match self {
+            PerfLink::Loopback => None,
+            PerfLink::Gigabit => Some(LinkParams {
+                one_way_delay: Duration::from_millis(1),
+                rate_bits_per_second: Some(1_000_000_000),
+                // Two bandwidth-delay products.
+                queue_bytes: 500_000,
+                loss: 0.0,
+                max_datagram_size: 1472,
+                seed: 1,
+            }),
+        }
+    }
+}
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct PerfRun {
+    /// The hosts; every server × client pair is measured.
+    pub hosts: Vec<Host>,
+    /// The paths.
+    pub links: Vec<PerfLink>,
+    /// Runs per mode, per pair and path.
+    pub runs: usize,
+    /// Bytes the client downloads in each run.
+    pub size: u64,
+    /// Plugins and their folder.
+    pub env: Environment,
+    /// The results folder (every run's stats and logs).
+    pub out: PathBuf,
+}
+
+/// Goodput figures of one mode, Mbit/s.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ModeFigures {
+    /// Every successful run, in run order.
+    pub runs_mbps: Vec<f64>,
+    /// Runs that did not complete byte-exact (not counted in the figures).
+    pub failed: usize,
+}
+
+impl ModeFigures {
+    /// Median, first and third quartile of the successful runs.
+    pub fn quartiles(&self) -> Option<(f64, f64, f64)> {
+        let mut sorted = self.runs_mbps.clone();
+        sorted.sort_by(f64::total_cmp);
+        Some((
+            quantile(&sorted, 0.5)?,
+            quantile(&sorted, 0.25)?,
+            quantile(&sorted, 0.75)?,
+        ))
+    }
+}
+
+/// One server × client × path measurement.
+#[derive(Debug, Clone, Serialize)]
+pub struct PerfCell {
+    /// Server host.
+    pub server: String,
+    /// Client host.
+    pub client: String,
+    /// The path.
+    pub link: PerfLink,
+    /// Without plugins.
+    pub without: ModeFigures,
+    /// With [`PERF_PLUGINS`] on both sides.
+    pub with: ModeFigures,
+}
+
+impl PerfCell {
+    /// Median goodput with plugins over median goodput without.
+    pub fn ratio(&self) -> Option<f64> {
+        let (with, ..) = self.with.quartiles()?;
+        let (without, ..) = self.without.quartiles()?;
+        (without > 0.0).then(|| with / without)
+    }
+}
+
+/// The `q` quantile (0 ..= 1) of sorted values, interpolated linearly
+/// between the two nearest ranks; `None` for no values.
+pub fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
+    let last = sorted.len().checked_sub(1)?;
+    let pos = q.clamp(0.0, 1.0) * last as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    Some(sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64))
+}
+
+fn spec(label: &str, link: PerfLink, size: u64, plugins: &[&str]) -> RunSpec {
+    RunSpec {
+        label: label.into(),
+        link: link.params().unwrap_or(LinkParams {
+            one_way_delay: Duration::ZERO,
+            rate_bits_per_second: None,
+            queue_bytes: 0,
+            loss: 0.0,
+            max_datagram_size: 65_527,
+            seed: 1,
+        }),
+        file_size: size,
+        server: SideSpec::with(plugins),
+        client: SideSpec::with(plugins),
+        timeout_seconds: 120,
+        measurement: true,
+        direct: link.params().is_none(),
+    }
+}
+
+/// Goodput of a run in Mbit/s, if the client got every byte.
+fn goodput_mbps(outcome: &crate::execute::RunOutcome, size: u64) -> Option<f64> {
+    let stats = outcome.client.stats.as_ref()?;
+    (outcome.client.exit_code == Some(0)
+        && stats.ok
+        && stats.bytes == size
+        && stats.duration_ms > 0.0)
+        .then(|| size as f64 * 8.0 / (stats.duration_ms / 1000.0) / 1e6)
+}
+
+/// Run every measurement, printing progress to stderr.
+pub fn run_perf(spec_run: &PerfRun) -> Vec<PerfCell> {
+    let mut cells = Vec::new();
+    for link in &spec_run.links {
+        for server in &spec_run.hosts {
+            for client in &spec_run.hosts {
+                eprint!(
+                    "perf {:<8} server {:<9} client {:<9} ",
+                    link.name(),
+                    server.name,
+                    client.name
+                );
+                let mut cell = PerfCell {
+                    server: server.name.clone(),
+                    client: client.name.clone(),
+                    link: *link,
+                    without: ModeFigures::default(),
+                    with: ModeFigures::default(),
+                };
+                for i in 0..spec_run.runs {
+                    // Alternate which mode goes first.
+                    let modes: [(&str, &[&str]); 2] = if i % 2 == 0 {
+                        [("without", &[]), ("with", PERF_PLUGINS)]
+                    } else {
+                        [("with", PERF_PLUGINS), ("without", &[])]
+                    };
+                    for (mode, plugins) in modes {
+                        let label = format!("{mode}-{i}");
+                        let run = spec(&label, *link, spec_run.size, plugins);
+                        let folder = spec_run
+                            .out
+                            .join(link.name())
+                            .join(format!("server-{}_client-{}", server.name, client.name))
+                            .join(&label);
+                        let outcome =
+                            run_pair(&spec_run.env, server, client, "transfer", &run, &folder);
+                        let figures = if mode == "with" {
+                            &mut cell.with
+                        } else {
+                            &mut cell.without
+                        };
+                        match goodput_mbps(&outcome, spec_run.size) {
+                            Some(g) => figures.runs_mbps.push(g),
+                            None => figures.failed += 1,
+                        }
+                    }
+                    eprint!(".");
+                    let _ = std::io::stderr().flush();
+                }
+                match cell.ratio() {
+                    Some(r) => eprintln!(" {:.1} %", r * 100.0),
+                    None => eprintln!(" no result"),
+                }
+                cells.push(cell);
+            }
+        }
+    }
+    cells
+}
+
+/// The results as a Markdown table, one row per pair and path.
+pub fn markdown(cells: &[PerfCell], runs: usize, size: u64) -> String {
+    let mut out = format!(
+        "Bulk download of {size} bytes, {runs} runs per mode alternated; goodput in Mbit/s \
+         as median (first–third quartile); plugins: {} on both sides.\n\n\
+         | link | server | client | without plugins | with plugins | ratio of medians |\n\
+         |---|---|---|---|---|---|\n",
+        PERF_PLUGINS.join(", ")
+    );
+    let figures = |m: &ModeFigures| match m.quartiles() {
+        Some((median, q1, q3)) => {
+            let failed = if m.failed > 0 {
+                format!(", {} failed", m.failed)
+            } else {
+                String::new()
+            };
+            format!("{median:.0} ({q1:.0}–{q3:.0}){failed}")
+        }
+        None => format!("no run completed ({} failed)", m.failed),
+    };
+    for c in cells {
+        let ratio = c
+            .ratio()
+            .map_or("—".to_string(), |r| format!("{:.1} %", r * 100.0));
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} |\n",
+            c.link.name(),
+            c.server,
+            c.client,
+            figures(&c.without),
+            figures(&c.with),
+            ratio
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_interpolate_between_ranks() {
+        let v = [1.0, 2.0, 3.0, 4.0];
+        assert_eq!(quantile(&v, 0.5), Some(2.5));
+        assert_eq!(quantile(&v, 0.25), Some(1.75));
+        assert_eq!(quantile(&v, 0.0), Some(1.0));
+        assert_eq!(quantile(&v, 1.0), Some(4.0));
+        assert_eq!(quantile(&[7.0], 0.5), Some(7.0));
+        assert_eq!(quantile(&[], 0.5), None);
+    }
+
+    #[test]
+    fn the_ratio_compares_medians_of_successful_runs() {
+        let cell = PerfCell {
+            server: "a".into(),
+            client: "b".into(),
+            link: PerfLink::Loopback,
+            without: ModeFigures {
+                runs_mbps: vec![100.0, 300.0, 200.0],
+                failed: 0,
+            },
+            with: ModeFigures {
+                runs_mbps: vec![190.0, 180.0],
+                failed: 1,
+            },
+        };
+        assert_eq!(cell.ratio(), Some(185.0 / 200.0));
+        let table = markdown(&[cell], 3, 1000);
+        assert!(
+            table.contains(
+                "| loopback | a | b | 200 (150–250) | 185 (182–188), 1 failed | 92.5 % |"
+            ),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn no_completed_run_gives_no_ratio() {
+        let cell = PerfCell {
+            server: "a".into(),
+            client: "b".into(),
+            link: PerfLink::Gigabit,
+            without: ModeFigures::default(),
+            with: ModeFigures {
+                runs_mbps: vec![1.0],
+                failed: 0,
+            },
+        };
+        assert_eq!(cell.ratio(), None);
+    }
+}

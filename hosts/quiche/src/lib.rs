@@ -80,7 +80,7 @@ pub fn capabilities() -> HostCapabilities {
 pub const MAX_CONGESTION_WINDOW: usize = 1 << 48;
 
 /// Receives the plugins' log records (and the adapter's own warnings).
-pub type LogSink = Arc<dyn Fn(&LogRecord) + Send + Sync>;
+pub type LogSink = Arc<dyn Fn(LogRecord) + Send + Sync>;
 
 /// Creates the plugin set of each new connection (set it with
 /// `quiche::Config::set_extension_factory` before `connect`/`accept`).
@@ -175,7 +175,7 @@ struct AdapterState {
 impl AdapterState {
     fn warn(&self, message: String) {
         if let Some(log) = &self.log {
-            log(&LogRecord {
+            log(LogRecord {
                 plugin: "corequic-quiche".into(),
                 level: abi::LogLevel::Warn,
                 message,
@@ -370,7 +370,7 @@ impl HostConnection for QuicheConn<'_, '_, '_> {
 
     fn log(&mut self, record: LogRecord) {
         if let Some(log) = &self.st.log {
-            log(&record);
+            log(record);
         }
     }
 }

@@ -68,7 +68,7 @@ pub fn capabilities() -> HostCapabilities {
 }
 
 /// Receives the plugins' log records (and the adapter's own warnings).
-pub type LogSink = Arc<dyn Fn(&LogRecord) + Send + Sync>;
+pub type LogSink = Arc<dyn Fn(LogRecord) + Send + Sync>;
 
 /// Creates the plugin set of each new connection (set it with
 /// `TransportConfig::extension_factory`).
@@ -174,7 +174,7 @@ struct AdapterState {
 impl AdapterState {
     fn warn(&self, message: String) {
         if let Some(log) = &self.log {
-            log(&LogRecord {
+            log(LogRecord {
                 plugin: "corequic-quinn".into(),
                 level: abi::LogLevel::Warn,
                 message,
@@ -363,7 +363,7 @@ impl HostConnection for QuinnConn<'_, '_> {
 
     fn log(&mut self, record: LogRecord) {
         if let Some(log) = &self.st.log {
-            log(&record);
+            log(record);
         }
     }
 }

@@ -77,7 +77,7 @@ pub fn capabilities() -> HostCapabilities {
 }
 
 /// Receives the plugins' log records (and the adapter's own warnings).
-pub type LogSink = Arc<dyn Fn(&LogRecord) + Send + Sync>;
+pub type LogSink = Arc<dyn Fn(LogRecord) + Send + Sync>;
 
 /// What the plugins of a connection did, reported when s2n-quic frees the
 /// connection (after it closed): s2n-quic's API cannot reach a closed
@@ -208,7 +208,7 @@ struct AdapterState {
 impl AdapterState {
     fn warn(&self, message: String) {
         if let Some(log) = &self.log {
-            log(&LogRecord {
+            log(LogRecord {
                 plugin: "corequic-s2n".into(),
                 level: abi::LogLevel::Warn,
                 message,
@@ -409,7 +409,7 @@ impl HostConnection for S2nConn<'_> {
 
     fn log(&mut self, record: LogRecord) {
         if let Some(log) = &self.st.log {
-            log(&record);
+            log(record);
         }
     }
 }

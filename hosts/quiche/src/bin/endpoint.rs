@@ -94,9 +94,7 @@ fn configure(args: &Args, config: &mut quiche::Config, logs: &Logs) -> Result<()
     }
     let sink = logs.clone();
     let factory = PluginFactory::new(runtime, plugins).log_sink(Arc::new(move |r| {
-        sink.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(r.clone());
+        sink.lock().unwrap_or_else(|e| e.into_inner()).push(r);
     }));
     // Before `connect`/`accept`: the client encodes its transport
     // parameters inside `connect`.

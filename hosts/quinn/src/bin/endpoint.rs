@@ -123,9 +123,7 @@ async fn run(args: Args) -> Result<bool, String> {
         }
         let sink = logs.clone();
         let factory = PluginFactory::new(runtime, plugins).log_sink(Arc::new(move |r| {
-            sink.lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(r.clone());
+            sink.lock().unwrap_or_else(|e| e.into_inner()).push(r);
         }));
         let factory = factory.local_address(local);
         transport.extension_factory(Some(Arc::new(factory)));

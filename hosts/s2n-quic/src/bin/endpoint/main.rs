@@ -113,9 +113,7 @@ async fn run(args: Args) -> Result<bool, String> {
         factory = Some(
             PluginFactory::new(runtime, plugins)
                 .log_sink(Arc::new(move |r| {
-                    sink.lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push(r.clone());
+                    sink.lock().unwrap_or_else(|e| e.into_inner()).push(r);
                 }))
                 .report_sink(Arc::new(move |report| {
                     let _ = report_tx.send(report);

@@ -194,7 +194,7 @@ fn benches(c: &mut Criterion) {
     });
     // A process start with a warm on-disk cache: the four reference plugins
     // that the interop tests load (ack logger, BDP, DUMMY, probe), each
-    // read, checked against its digest and deserialized.
+    // read, checked against its length and CRC-32, and deserialized.
     let cache = std::env::temp_dir().join(format!("corequic-bench-cache-{}", std::process::id()));
     let cached = Runtime::new(
         RuntimeConfig {

@@ -23,7 +23,7 @@ pub struct RuntimeConfig {
     /// Directory where compiled plugins are cached, if any: entries are
     /// keyed by SHA-256 over the wasmtime version, the engine configuration
     /// and the component, written atomically, and checked against their
-    /// digest before they are used. It must be writable by the embedder
+    /// length and CRC-32 before they are used. It must be writable by the embedder
     /// only: an entry runs as native code.
     pub cache_dir: Option<PathBuf>,
     /// Deliberate deviations from the specification, for testing only: the

@@ -186,7 +186,7 @@ fn precompiled_artifacts_are_cached_on_disk_and_rebuilt_when_bad() {
 
     // A corrupt entry is ignored and replaced: one that is not an entry at
     // all, and one with a single byte of its compiled code flipped, which
-    // only the entry's digest reveals (deserializing it would run it).
+    // only the entry's checksum reveals (deserializing it would run it).
     std::fs::write(&artifact, b"not an artifact").expect("corrupt");
     load();
     assert!(

@@ -194,6 +194,19 @@ pub struct Environment {
     pub plugin_dir: PathBuf,
 }
 
+/// The environment variable through which endpoints learn where to cache
+/// compiled plugins (ENDPOINT.md); an endpoint may ignore it.
+pub const PLUGIN_CACHE_VAR: &str = "COREQUIC_PLUGIN_CACHE";
+
+impl Environment {
+    /// Where the endpoints keep compiled plugins: `plugin-cache` beside the
+    /// plugin folder, so that a plugin is compiled once per run and not once
+    /// per endpoint process.
+    pub fn plugin_cache(&self) -> PathBuf {
+        self.plugin_dir.with_file_name("plugin-cache")
+    }
+}
+
 /// A UDP port on 127.0.0.1 that was free a moment ago (bound and released:
 /// another process may take it before the endpoint binds it).
 pub fn free_udp_port() -> std::io::Result<u16> {
@@ -221,11 +234,12 @@ fn side_args(env: &Environment, side: &SideSpec) -> Vec<String> {
     args
 }
 
-fn spawn(binary: &Path, args: &[String], log: &Path) -> std::io::Result<Child> {
+fn spawn(env: &Environment, binary: &Path, args: &[String], log: &Path) -> std::io::Result<Child> {
     let out = File::create(log)?;
     let err = out.try_clone()?;
     Command::new(binary)
         .args(args)
+        .env(PLUGIN_CACHE_VAR, env.plugin_cache())
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err)
@@ -343,7 +357,7 @@ pub fn run_pair(
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         let args = server_args_for(addr);
         outcome.server.args = args.clone();
-        let mut child = match spawn(&server_host.binary, &args, &server_log) {
+        let mut child = match spawn(env, &server_host.binary, &args, &server_log) {
             Ok(child) => child,
             Err(e) => {
                 outcome.runner_error = Some(format!("starting the server: {e}"));
@@ -387,6 +401,7 @@ pub fn run_pair(
     client_args.extend(side_args(env, &spec.client));
     outcome.client.args = client_args.clone();
     let client_status = match spawn(
+        env,
         &client_host.binary,
         &client_args,
         &folder.join("client.log"),

@@ -259,6 +259,7 @@ impl Args {
     pub fn runtime_config(&self) -> RuntimeConfig {
         RuntimeConfig {
             injected_faults: self.injected_faults,
+            cache_dir: plugin_cache_dir(),
             ..RuntimeConfig::default()
         }
     }
@@ -267,6 +268,15 @@ impl Args {
     pub fn test_supported(&self) -> bool {
         TESTS.contains(&self.test.as_str())
     }
+}
+
+/// The directory named by `COREQUIC_PLUGIN_CACHE`, where the runtime keeps
+/// compiled plugins across processes (ENDPOINT.md); none when it is unset
+/// or empty.
+pub fn plugin_cache_dir() -> Option<PathBuf> {
+    std::env::var_os("COREQUIC_PLUGIN_CACHE")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
 }
 
 /// The payload of `GET /<n>`: byte `i` is `(i * 31) % 251`, so the client can

@@ -24,7 +24,7 @@ C_LINK_FLAGS := -mexec-model=reactor -nostartfiles -Wl,--no-entry -Wl,--strip-al
 # Host-side packages (everything but the wasm plugin crates).
 HOST_PACKAGES := -p corequic-runtime -p corequic-sdk -p xtask -p corequic-quinn -p corequic-endpoint -p corequic-quiche -p corequic-s2n -p corequic-interop -p corequic-conformance -p corequic-book -p corequic-registry
 
-.PHONY: all setup patches test-upstream plugins c-plugins wit-doc check-wit-doc fmt-check lint test bench demo interop interop-build interop-test conformance conformance-claims chaos fuzz paper perf browser sizes docs docs-check check-registry clean
+.PHONY: all setup patches test-upstream plugins c-plugins wit-doc check-wit-doc fmt-check lint test bench bench-pluginop demo interop interop-build interop-test conformance conformance-claims chaos fuzz paper perf browser sizes docs docs-check check-registry clean
 
 all: plugins
 
@@ -140,6 +140,12 @@ test: plugins check-wit-doc check-registry fmt-check lint test-upstream
 ## bench: criterion benchmarks of the runtime through the mock host.
 bench: plugins
 	$(CARGO) bench -p corequic-runtime --bench runtime
+
+## bench-pluginop: pluginop's criterion benches and ours back to back, with
+## the ratios (PLUGINOP=a checkout of github.com/core-quic/pluginop).
+bench-pluginop: plugins
+	@test -n "$(PLUGINOP)" || { echo "usage: make bench-pluginop PLUGINOP=DIR" >&2; exit 2; }
+	tools/bench-pluginop.sh $(PLUGINOP) $(TARGET_DIR)/pluginop-ratios.md
 
 ## sizes: component sizes of the reference plugins.
 sizes: plugins

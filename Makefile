@@ -10,7 +10,7 @@ PLUGIN_OUT := build/plugins
 
 # Reference plugins (shipped) and test plugins (used by the test suite).
 PLUGINS := padding probe bdp dummy ack-logger
-TEST_PLUGINS := test-bench test-chaos test-chaos-sink test-hostile test-observer test-abi-mismatch test-liar test-tp-flood test-endless-manifest test-field-probe cq-api-probe cq-init-fails cq-tp-reject cq-bad-manifest cq-observer-probe cq-parse-only cq-writes-flow-limits cq-handshake-fault
+TEST_PLUGINS := test-bench test-chaos test-chaos-sink test-hostile test-observer test-abi-mismatch test-liar test-tp-flood test-endless-manifest test-field-probe cq-api-probe cq-init-fails cq-tp-reject cq-bad-manifest cq-observer-probe cq-parse-only cq-writes-flow-limits cq-handshake-fault cq-handshake-timer
 ALL_PLUGINS := $(PLUGINS) $(TEST_PLUGINS)
 # Reference plugins written in C (plugins/<name>/*.c), built with clang and
 # wit-bindgen's C bindings (docs/c-plugins.md).

@@ -34,6 +34,21 @@ options:
   --queue BYTES                    bottleneck queue of every link (default: the matrix's)
 exit codes: 0 every cell passed (or, with --required, every required one), 1 otherwise";
 
+/// The value after `flag`, or an error that names the flag.
+fn value_of<'a>(it: &mut impl Iterator<Item = &'a String>, flag: &str) -> Result<String, String> {
+    it.next()
+        .cloned()
+        .ok_or_else(|| format!("{flag} needs a value"))
+}
+
+/// A comma-separated list, without empty items.
+fn list(v: &str) -> Vec<String> {
+    v.split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
 struct Options {
     matrix: Matrix,
     hosts: Option<Vec<String>>,
@@ -59,18 +74,8 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
         queue_bytes: None,
     };
     let mut it = args.iter();
-    let list = |v: &str| {
-        v.split(',')
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-            .collect()
-    };
     while let Some(flag) = it.next() {
-        let mut value = || {
-            it.next()
-                .cloned()
-                .ok_or_else(|| format!("{flag} needs a value"))
-        };
+        let mut value = || value_of(&mut it, flag);
         match flag.as_str() {
             "--matrix" => {
                 let v = value()?;
@@ -311,15 +316,9 @@ fn perf(args: &[String]) -> Result<bool, String> {
             .ok_or_else(|| format!("{flag}: `{v}` is not a positive number"))
     };
     while let Some(flag) = it.next() {
-        let mut value = || {
-            it.next()
-                .cloned()
-                .ok_or_else(|| format!("{flag} needs a value"))
-        };
+        let mut value = || value_of(&mut it, flag);
         match flag.as_str() {
-            "--hosts" => {
-                hosts_filter = Some(value()?.split(',').map(str::to_string).collect::<Vec<_>>())
-            }
+            "--hosts" => hosts_filter = Some(list(&value()?)),
             "--hosts-file" => hosts_file = value()?.into(),
             "--links" => {
                 links = value()?

@@ -444,10 +444,25 @@ async fn client(args: &Args, mut setup: Setup) -> Result<bool, String> {
 
     let started = Instant::now();
     let connect = s2n_quic::client::Connect::new(args.addr).with_server_name("localhost");
-    let mut conn = client
-        .connect(connect)
-        .await
-        .map_err(|e| format!("handshake: {}", describe_close(&e)))?;
+    let mut conn = match client.connect(connect).await {
+        Ok(conn) => conn,
+        Err(e) => {
+            // A handshake the plugins failed: their counters and the reason
+            // arrive when s2n-quic frees the connection.
+            let close = format!("handshake: {}", describe_close(&e));
+            let mut stats = Stats::failed("s2n-quic", args, &close);
+            if !args.plugins.is_empty()
+                && let Some(report) = next_report(&mut setup.reports).await
+            {
+                stats.plugins = report.stats;
+                stats.close = Some(with_plugin_reason(close, report.close));
+            }
+            stats.logs = log_lines(&setup.logs);
+            stats.write(args.stats.as_ref())?;
+            let _ = tokio::time::timeout(Duration::from_secs(1), client.wait_idle()).await;
+            return Ok(false);
+        }
+    };
     let handshake = started.elapsed();
     let handle = conn.handle();
     let scheduled = tokio::spawn(run_controls(handle.clone(), args.controls.clone()));

@@ -236,15 +236,9 @@ fn bdp_resends_frame_0xbd_when_lost() {
 /// `unsupported`; BDP logs it and the connection goes on.
 #[test]
 fn bdp_carries_on_when_the_window_write_is_unsupported() {
-    let mut p = pair(&["bdp"], &["bdp"]);
+    let mut p = bdp_pair(60_000);
+    // The frame is not processed yet: the handshake just completed.
     p.server.conn.unsupported.insert(FieldId::CongestionWindow);
-    let r = p.client.plugins.plugin_control(
-        &mut p.client.conn,
-        BDP_SET_WINDOW,
-        &[PluginVal::U64(60_000)],
-    );
-    assert_eq!(r, Ok(vec![]));
-    p.handshake();
     let initial = p.server.conn.cwnd;
     assert!(p.run_until(5_000 * MS, |p| {
         p.client.plugin_frames_acked.contains_key(&FRAME_BDP)

@@ -12,6 +12,13 @@ PLUGIN_OUT := build/plugins
 PLUGINS := padding probe bdp dummy ack-logger
 TEST_PLUGINS := test-bench test-chaos test-chaos-sink test-hostile test-observer test-abi-mismatch test-liar test-tp-flood test-endless-manifest test-field-probe cq-api-probe cq-init-fails cq-tp-reject cq-bad-manifest cq-observer-probe cq-parse-only cq-writes-flow-limits cq-handshake-fault cq-handshake-timer
 ALL_PLUGINS := $(PLUGINS) $(TEST_PLUGINS)
+# binaryen's optimizer on each core module before it becomes a component
+# (Debian package binaryen, installed by `make setup`); the features are
+# those rustc enables for wasm32-unknown-unknown.
+WASM_OPT ?= wasm-opt
+WASM_OPT_FLAGS := -Oz --enable-bulk-memory --enable-sign-ext --enable-mutable-globals \
+  --enable-nontrapping-float-to-int --enable-multivalue --enable-reference-types
+WASM_OPT_OUT := $(TARGET_DIR)/wasm-opt
 # Reference plugins written in C (plugins/<name>/*.c), built with clang and
 # wit-bindgen's C bindings (docs/c-plugins.md).
 C_PLUGINS := ack-logger-c
@@ -41,11 +48,11 @@ setup:
 	  rustup component add --toolchain $(TOOLCHAIN) rustfmt clippy
 	@# quiche's BoringSSL build needs cmake and libclang (bindgen); C plugins
 	@# need clang and lld for wasm32 and wasi-libc (malloc, memcpy).
-	@if ! command -v cmake >/dev/null || ! command -v $(CLANG) >/dev/null || { command -v dpkg >/dev/null && ! dpkg -s libclang-dev lld-14 wasi-libc libclang-rt-14-dev-wasm32 >/dev/null 2>&1; }; then \
+	@if ! command -v cmake >/dev/null || ! command -v $(CLANG) >/dev/null || ! command -v $(WASM_OPT) >/dev/null || { command -v dpkg >/dev/null && ! dpkg -s libclang-dev lld-14 wasi-libc libclang-rt-14-dev-wasm32 >/dev/null 2>&1; }; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    echo "installing cmake, libclang-dev (quiche's BoringSSL build), clang-14, lld-14, wasi-libc (C plugins)"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cmake libclang-dev clang-14 lld-14 wasi-libc libclang-rt-14-dev-wasm32 >/dev/null; \
-	  else echo "warning: quiche needs cmake and libclang-dev, C plugins clang-14, lld-14, wasi-libc and libclang-rt-14-dev-wasm32 (apt-get install …)" >&2; fi; \
+	    echo "installing cmake, libclang-dev (quiche's BoringSSL build), clang-14, lld-14, wasi-libc (C plugins), binaryen (wasm-opt)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cmake libclang-dev clang-14 lld-14 wasi-libc libclang-rt-14-dev-wasm32 binaryen >/dev/null; \
+	  else echo "warning: quiche needs cmake and libclang-dev, C plugins clang-14, lld-14, wasi-libc and libclang-rt-14-dev-wasm32, size optimization binaryen (apt-get install …)" >&2; fi; \
 	fi
 
 ## patches: pristine pinned upstream crates + our hook patches, in build/patched
@@ -76,10 +83,14 @@ test-upstream: setup patches
 ## plugins: build every plugin for wasm32 and turn it into a component.
 plugins: setup patches
 	$(CARGO) build --profile plugin --target $(WASM_TARGET) $(foreach p,$(ALL_PLUGINS),-p plugin-$(p))
-	@mkdir -p $(PLUGIN_OUT)
+	@mkdir -p $(PLUGIN_OUT) $(WASM_OPT_OUT)
+	@command -v $(WASM_OPT) >/dev/null || echo "warning: $(WASM_OPT) not found (apt-get install binaryen): plugins are not size-optimized" >&2
 	@for p in $(ALL_PLUGINS); do \
-	  $(CARGO) run -q -p xtask -- componentize \
-	    $(TARGET_DIR)/$(WASM_TARGET)/plugin/plugin_$$(echo $$p | tr - _).wasm $(PLUGIN_OUT)/$$p.wasm || exit 1; \
+	  core=$(TARGET_DIR)/$(WASM_TARGET)/plugin/plugin_$$(echo $$p | tr - _).wasm; \
+	  if command -v $(WASM_OPT) >/dev/null; then \
+	    $(WASM_OPT) $(WASM_OPT_FLAGS) $$core -o $(WASM_OPT_OUT)/$$p.wasm || exit 1; core=$(WASM_OPT_OUT)/$$p.wasm; \
+	  fi; \
+	  $(CARGO) run -q -p xtask -- componentize $$core $(PLUGIN_OUT)/$$p.wasm || exit 1; \
 	done
 	@# A core module that is not a component: the conformance kit's
 	@# loading.a-core-module-is-refused.
@@ -147,9 +158,18 @@ bench-pluginop: plugins
 	@test -n "$(PLUGINOP)" || { echo "usage: make bench-pluginop PLUGINOP=DIR" >&2; exit 2; }
 	tools/bench-pluginop.sh $(PLUGINOP) $(TARGET_DIR)/pluginop-ratios.md
 
-## sizes: component sizes of the reference plugins.
+## sizes: the reference plugins' core modules before and after wasm-opt,
+## and their components.
 sizes: plugins
-	@ls -l $(foreach p,$(ALL_PLUGINS) $(C_PLUGINS),$(PLUGIN_OUT)/$(p).wasm) | awk '{print $$5, $$9}'
+	@printf '%-12s %12s %12s %12s\n' plugin core wasm-opt component
+	@for p in $(PLUGINS); do \
+	  core=$(TARGET_DIR)/$(WASM_TARGET)/plugin/plugin_$$(echo $$p | tr - _).wasm; \
+	  printf '%-12s %12s %12s %12s\n' $$p $$(stat -c %s $$core) \
+	    $$(stat -c %s $(WASM_OPT_OUT)/$$p.wasm 2>/dev/null || echo -) $$(stat -c %s $(PLUGIN_OUT)/$$p.wasm); \
+	done
+	@for p in $(C_PLUGINS); do \
+	  printf '%-12s %12s %12s %12s\n' $$p $$(stat -c %s $(TARGET_DIR)/c-plugins/$$p.wasm) - $$(stat -c %s $(PLUGIN_OUT)/$$p.wasm); \
+	done
 
 ## Interop runner (interop-runner/README.md): the hosts of hosts.toml whose
 ## package is in this workspace get their endpoint built.

@@ -4,6 +4,7 @@
 mod common;
 
 use common::*;
+use corequic_runtime::LogRecord;
 use corequic_runtime::abi::{FieldId, LogLevel, PluginVal};
 
 const PADDING_TOGGLE: u64 = 0x80001;
@@ -239,23 +240,13 @@ fn bdp_carries_on_when_the_window_write_is_unsupported() {
     let mut p = bdp_pair(60_000);
     // The frame is not processed yet: the handshake just completed.
     p.server.conn.unsupported.insert(FieldId::CongestionWindow);
-    let initial = p.server.conn.cwnd;
-    assert!(p.run_until(5_000 * MS, |p| {
-        p.client.plugin_frames_acked.contains_key(&FRAME_BDP)
-    }));
-    assert_eq!(p.server.conn.cwnd, initial, "the window is unchanged");
-    let warn = p
-        .server
-        .conn
-        .logs
-        .iter()
-        .find(|r| r.message == "congestion window not resumed");
+    let warn = bdp_window_kept(&mut p, "congestion window not resumed");
     assert!(
-        matches!(warn, Some(r) if r.level == LogLevel::Warn
-            && r.fields.iter().any(|f| f.0 == "error" && f.1 == PluginVal::String("unsupported".into()))),
+        warn.fields
+            .iter()
+            .any(|f| f.0 == "error" && f.1 == PluginVal::String("unsupported".into())),
         "{warn:?}"
     );
-    assert!(p.server.closed.is_none() && p.client.closed.is_none());
     assert!(p.transfer(40_000, 10_000 * MS));
 }
 
@@ -263,20 +254,26 @@ fn bdp_carries_on_when_the_window_write_is_unsupported() {
 #[test]
 fn bdp_refuses_an_absurd_window() {
     let mut p = bdp_pair(1 << 40);
+    bdp_window_kept(&mut p, "refusing implausible BDP window");
+    assert_eq!(p.server.conn.ssthresh, None);
+}
+
+/// Run until the client's BDP frame is acknowledged; check that the server
+/// kept its window and both sides stayed open, and return the server's
+/// warning `message`.
+fn bdp_window_kept(p: &mut corequic_runtime::mock::MockPair, message: &str) -> LogRecord {
     let initial = p.server.conn.cwnd;
     assert!(p.run_until(5_000 * MS, |p| {
         p.client.plugin_frames_acked.contains_key(&FRAME_BDP)
     }));
     assert_eq!(p.server.conn.cwnd, initial, "the window is unchanged");
-    assert_eq!(p.server.conn.ssthresh, None);
-    let warn = p
-        .server
-        .conn
-        .logs
-        .iter()
-        .find(|r| r.message == "refusing implausible BDP window");
-    assert!(matches!(warn, Some(r) if r.level == LogLevel::Warn));
     assert!(p.server.closed.is_none() && p.client.closed.is_none());
+    let warn = p.server.conn.logs.iter().find(|r| r.message == message);
+    let warn = warn
+        .cloned()
+        .unwrap_or_else(|| panic!("no `{message}` record"));
+    assert_eq!(warn.level, LogLevel::Warn);
+    warn
 }
 
 /// CQ-LOAD-19 (no peer TP: the plugin stays disabled).

@@ -6,7 +6,7 @@ use corequic_interop::browser::{
 };
 use corequic_interop::cases::{Matrix, TESTS};
 use corequic_interop::execute::Environment;
-use corequic_interop::hosts::{answers_unsupported, parse_hosts, select_hosts};
+use corequic_interop::hosts::{Host, answers_unsupported, parse_hosts, select_hosts};
 use corequic_interop::perf::{PerfLink, PerfRun, markdown as perf_markdown, run_perf};
 use corequic_interop::runner::{
     MatrixRun, default_out, missing_required, now_rfc3339, parse_required, run_matrix,
@@ -39,6 +39,33 @@ fn value_of<'a>(it: &mut impl Iterator<Item = &'a String>, flag: &str) -> Result
     it.next()
         .cloned()
         .ok_or_else(|| format!("{flag} needs a value"))
+}
+
+/// The hosts of `hosts_file` (only those in `filter`, when given) whose
+/// endpoint binary is in `bin_dir`; an error when none is.
+fn load_hosts(
+    hosts_file: &Path,
+    bin_dir: &Path,
+    filter: Option<&[String]>,
+) -> Result<Vec<Host>, String> {
+    let text = std::fs::read_to_string(hosts_file)
+        .map_err(|e| format!("{}: {e}", hosts_file.display()))?;
+    let entries = parse_hosts(&text).map_err(|e| format!("{}: {e}", hosts_file.display()))?;
+    let hosts = select_hosts(&entries, bin_dir, filter)?;
+    if hosts.is_empty() {
+        return Err(format!(
+            "no endpoint binary of {} found in {}",
+            hosts_file.display(),
+            bin_dir.display()
+        ));
+    }
+    Ok(hosts)
+}
+
+/// The plugin folder as an absolute path (endpoints run elsewhere).
+fn plugin_folder(dir: &Path) -> Result<PathBuf, String> {
+    dir.canonicalize()
+        .map_err(|e| format!("{}: {e} (run `make plugins`)", dir.display()))
 }
 
 /// A comma-separated list, without empty items.
@@ -108,17 +135,7 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
 
 fn run(args: &[String]) -> Result<bool, String> {
     let o = parse_options(args)?;
-    let text = std::fs::read_to_string(&o.hosts_file)
-        .map_err(|e| format!("{}: {e}", o.hosts_file.display()))?;
-    let entries = parse_hosts(&text).map_err(|e| format!("{}: {e}", o.hosts_file.display()))?;
-    let hosts = select_hosts(&entries, &o.bin_dir, o.hosts.as_deref())?;
-    if hosts.is_empty() {
-        return Err(format!(
-            "no endpoint binary of {} found in {}",
-            o.hosts_file.display(),
-            o.bin_dir.display()
-        ));
-    }
+    let hosts = load_hosts(&o.hosts_file, &o.bin_dir, o.hosts.as_deref())?;
     let tests: Vec<String> = match o.tests {
         Some(t) => {
             if let Some(bad) = t.iter().find(|t| !TESTS.contains(&t.as_str())) {
@@ -128,10 +145,7 @@ fn run(args: &[String]) -> Result<bool, String> {
         }
         None => o.matrix.tests().iter().map(|t| t.to_string()).collect(),
     };
-    let plugin_dir = o
-        .plugin_dir
-        .canonicalize()
-        .map_err(|e| format!("{}: {e} (run `make plugins`)", o.plugin_dir.display()))?;
+    let plugin_dir = plugin_folder(&o.plugin_dir)?;
     // Before the run: each endpoint must answer 127 to an unknown test.
     let mut answers = Vec::new();
     for h in &hosts {
@@ -335,16 +349,8 @@ fn perf(args: &[String]) -> Result<bool, String> {
             other => return Err(format!("unknown option `{other}`\n{USAGE}")),
         }
     }
-    let text = std::fs::read_to_string(&hosts_file)
-        .map_err(|e| format!("{}: {e}", hosts_file.display()))?;
-    let entries = parse_hosts(&text).map_err(|e| format!("{}: {e}", hosts_file.display()))?;
-    let hosts = select_hosts(&entries, &bin_dir, hosts_filter.as_deref())?;
-    if hosts.is_empty() {
-        return Err(format!("no endpoint binary found in {}", bin_dir.display()));
-    }
-    let plugin_dir = plugin_dir
-        .canonicalize()
-        .map_err(|e| format!("{}: {e} (run `make plugins`)", plugin_dir.display()))?;
+    let hosts = load_hosts(&hosts_file, &bin_dir, hosts_filter.as_deref())?;
+    let plugin_dir = plugin_folder(&plugin_dir)?;
     let _ = std::fs::remove_dir_all(&out);
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
     let spec = PerfRun {

@@ -137,9 +137,12 @@ pub fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
 }
 
 fn spec(label: &str, link: PerfLink, size: u64, plugins: &[&str]) -> RunSpec {
+    let params = link.params();
     RunSpec {
         label: label.into(),
-        link: link.params().unwrap_or(LinkParams {
+        direct: params.is_none(),
+        // Unused by a direct run.
+        link: params.unwrap_or(LinkParams {
             one_way_delay: Duration::ZERO,
             rate_bits_per_second: None,
             queue_bytes: 0,
@@ -152,7 +155,6 @@ fn spec(label: &str, link: PerfLink, size: u64, plugins: &[&str]) -> RunSpec {
         client: SideSpec::with(plugins),
         timeout_seconds: 120,
         measurement: true,
-        direct: link.params().is_none(),
     }
 }
 

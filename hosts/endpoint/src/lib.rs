@@ -270,11 +270,14 @@ impl Args {
     }
 }
 
-/// The directory named by `COREQUIC_PLUGIN_CACHE`, where the runtime keeps
-/// compiled plugins across processes (ENDPOINT.md); none when it is unset
-/// or empty.
+/// The environment variable that names where endpoints keep compiled
+/// plugins across processes (ENDPOINT.md).
+pub const PLUGIN_CACHE_VAR: &str = "COREQUIC_PLUGIN_CACHE";
+
+/// The directory named by [`PLUGIN_CACHE_VAR`], where the runtime keeps
+/// compiled plugins across processes; none when it is unset or empty.
 pub fn plugin_cache_dir() -> Option<PathBuf> {
-    std::env::var_os("COREQUIC_PLUGIN_CACHE")
+    std::env::var_os(PLUGIN_CACHE_VAR)
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
 }

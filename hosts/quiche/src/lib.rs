@@ -312,17 +312,16 @@ impl HostConnection for QuicheConn<'_, '_, '_> {
                 }
             }
             (FieldId::MaxTxData | FieldId::MaxRxData, PluginVal::U64(max)) => {
-                let Some(cx) = self.cx.as_mut() else {
+                let Some(cx) = self.cx.as_deref_mut() else {
                     return Err(unavailable(field.id));
                 };
-                let applied = if field.id == FieldId::MaxTxData {
-                    cx.set_max_tx_data(max)
-                } else {
-                    cx.set_max_rx_data(max)
-                };
-                if !applied {
-                    return Err(abi::flow_limit_refused(field.id, max));
-                }
+                abi::write_flow_limit(
+                    cx,
+                    field.id,
+                    max,
+                    ExtensionContext::set_max_tx_data,
+                    ExtensionContext::set_max_rx_data,
+                )?;
                 true
             }
             _ => false,

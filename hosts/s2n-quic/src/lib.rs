@@ -362,16 +362,13 @@ impl HostConnection for S2nConn<'_> {
                         field.id.name()
                     )));
                 }
-                let applied = if field.id == FieldId::MaxTxData {
-                    cx.set_max_tx_data(max)
-                } else {
-                    cx.set_max_rx_data(max)
-                };
-                if applied {
-                    Ok(())
-                } else {
-                    Err(abi::flow_limit_refused(field.id, max))
-                }
+                abi::write_flow_limit(
+                    cx,
+                    field.id,
+                    max,
+                    ExtensionContext::set_max_tx_data,
+                    ExtensionContext::set_max_rx_data,
+                )
             }
             _ => Err(abi::Error::Unsupported(format!(
                 "s2n-quic cannot write {} with this value",

@@ -312,6 +312,26 @@ async fn server(args: &Args, setup: Setup) -> Result<bool, String> {
     Ok(stats.ok)
 }
 
+/// The plugins' counters of a connection out of the API's reach, and `close`
+/// with the reason of a plugin failure: both arrive when s2n-quic frees the
+/// connection, after its closing period.
+async fn freed_connection_report(
+    args: &Args,
+    reports: &mut mpsc::UnboundedReceiver<ConnectionReport>,
+    close: Option<String>,
+) -> (Vec<PluginStats>, Option<String>) {
+    if args.plugins.is_empty() {
+        return (Vec::new(), close);
+    }
+    match next_report(reports).await {
+        Some(report) => (
+            report.stats,
+            close.map(|c| with_plugin_reason(c, report.close)),
+        ),
+        None => (Vec::new(), close),
+    }
+}
+
 /// The next connection's plugin report, or `None` (with a message) when it
 /// does not come within 5 s.
 async fn next_report(
@@ -451,12 +471,8 @@ async fn client(args: &Args, mut setup: Setup) -> Result<bool, String> {
             // arrive when s2n-quic frees the connection.
             let close = format!("handshake: {}", describe_close(&e));
             let mut stats = Stats::failed("s2n-quic", args, &close);
-            if !args.plugins.is_empty()
-                && let Some(report) = next_report(&mut setup.reports).await
-            {
-                stats.plugins = report.stats;
-                stats.close = Some(with_plugin_reason(close, report.close));
-            }
+            (stats.plugins, stats.close) =
+                freed_connection_report(args, &mut setup.reports, Some(close)).await;
             stats.logs = log_lines(&setup.logs);
             stats.write(args.stats.as_ref())?;
             let _ = tokio::time::timeout(Duration::from_secs(1), client.wait_idle()).await;
@@ -493,17 +509,10 @@ async fn client(args: &Args, mut setup: Setup) -> Result<bool, String> {
     // arrive when s2n-quic frees it, after the closing period.
     let (plugins, close) = match live_plugins {
         Some(stats) => (stats, close),
-        None if !args.plugins.is_empty() => {
+        None => {
             drop((conn, handle));
-            match next_report(&mut setup.reports).await {
-                Some(report) => (
-                    report.stats,
-                    close.map(|c| with_plugin_reason(c, report.close)),
-                ),
-                None => (Vec::new(), close),
-            }
+            freed_connection_report(args, &mut setup.reports, close).await
         }
-        None => (Vec::new(), close),
     };
     let stats = Stats {
         schema: 1,

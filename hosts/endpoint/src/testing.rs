@@ -9,8 +9,9 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 
 /// A plugin component built by `make plugins` (the folder can be overridden
-/// with `COREQUIC_PLUGIN_DIR`). `workspace` is the workspace root.
-pub fn plugin_path(workspace: &Path, name: &str) -> PathBuf {
+/// with `COREQUIC_PLUGIN_DIR`).
+pub fn plugin_path(name: &str) -> PathBuf {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let dir = std::env::var_os("COREQUIC_PLUGIN_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace.join("build/plugins"));

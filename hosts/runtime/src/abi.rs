@@ -50,27 +50,6 @@ pub fn flow_limit_refused(field: FieldId, value: u64) -> Error {
     ))
 }
 
-/// A write of `max-tx-data` or `max-rx-data` through the stack's two
-/// setters, which say whether the stack could apply the value; a refusal is
-/// [`flow_limit_refused`] (CQ-FIELD-9). Every adapter writes the limits so.
-pub fn write_flow_limit<C: ?Sized>(
-    cx: &mut C,
-    field: FieldId,
-    value: u64,
-    set_max_tx_data: fn(&mut C, u64) -> bool,
-    set_max_rx_data: fn(&mut C, u64) -> bool,
-) -> Result<(), Error> {
-    let set = match field {
-        FieldId::MaxTxData => set_max_tx_data,
-        _ => set_max_rx_data,
-    };
-    if set(cx, value) {
-        Ok(())
-    } else {
-        Err(flow_limit_refused(field, value))
-    }
-}
-
 impl Eq for ExtFrame {}
 
 impl FieldId {

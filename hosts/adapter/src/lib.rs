@@ -1,0 +1,790 @@
+//! What every Core QUIC host adapter shares, whatever its stack.
+//!
+//! A stack's hook patch calls a per-connection extension at its routine
+//! points (the hook vocabulary of `hosts/README.md`). The adapter's
+//! extension holds a [`ConnectionPlugins`] and forwards each hook to the
+//! method of the same name here, passing a view of the stack's connection
+//! that implements [`StackConnection`]. Everything that is not about one
+//! stack lives here:
+//!
+//! - the fields every host answers the same way (`is-server`,
+//!   `sending-halted`, the addresses before the connection exists) and the
+//!   write rules of `congestion-window`, `ssthresh`, `max-tx-data` and
+//!   `max-rx-data` (CQ-FIELD-8, CQ-FIELD-9);
+//! - `send-frame`: a PING asked for before the connection exists is sent
+//!   from the next hook that has it, PATH_CHALLENGEs are written by the
+//!   adapter at the front of the next packet (CQ-API-14);
+//! - the send loop's frame bookkeeping (written, acknowledged and lost
+//!   plugin frames by type), the close a faulting plugin asks for
+//!   (CQ-LIMIT-8), the mapping of parse/process errors to refusals, and the
+//!   timer's conversion to the stack's clock;
+//! - [`observed_frame_to_abi!`], the conversion of the stacks' observed
+//!   frames (every patch declares the same `ObservedFrame` variants).
+//!
+//! An adapter keeps only its stack's glue: field reads, the setters, its
+//! error types and its `Extension` impl.
+
+#![warn(missing_docs)]
+
+use corequic_runtime::abi::{
+    self, Anchor, ExtFrame, FieldId, FieldRef, Frame, FrameOutcome, PacketType, PluginVal, PnSpace,
+    RxContext, SendPosition,
+};
+use corequic_runtime::{LogRecord, Plugin, PluginSet, PluginStats, RoutineError, Runtime};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+#[doc(hidden)]
+pub use corequic_runtime::abi as __abi;
+
+/// PATH_CHALLENGE, which the adapter writes itself for `send-frame`.
+pub const PATH_CHALLENGE: u64 = 0x1a;
+
+/// Bytes of a PATH_CHALLENGE frame: its type and 8 bytes of data.
+const PATH_CHALLENGE_LEN: usize = 9;
+
+/// Receives the plugins' log records (and the adapter's own warnings).
+pub type LogSink = Arc<dyn Fn(LogRecord) + Send + Sync>;
+
+/// The stack's connection during one hook, as an adapter exposes it.
+///
+/// The core answers `is-server` and `sending-halted` itself and validates
+/// values before a setter is called: an implementation only reads and
+/// writes the stack's own state.
+pub trait StackConnection {
+    /// The connection's time: nanoseconds since its extension was created
+    /// (the ABI epoch).
+    fn now(&self) -> u64;
+
+    /// Read a field other than `is-server` and `sending-halted`.
+    fn get_field(&mut self, field: FieldRef) -> Result<PluginVal, abi::Error>;
+
+    /// Set the congestion window, bytes. `Ok(false)` when the stack's
+    /// congestion controller cannot take a window; `Err` refuses the value
+    /// (CQ-FIELD-8: never clamp).
+    fn set_congestion_window(&mut self, bytes: u64) -> Result<bool, abi::Error>;
+
+    /// Set or clear (`None`) the slow-start threshold; as
+    /// [`StackConnection::set_congestion_window`].
+    fn set_ssthresh(&mut self, bytes: Option<u64>) -> Result<bool, abi::Error>;
+
+    /// Set `max-tx-data` or `max-rx-data` (`field` says which). `Ok(false)`
+    /// when the stack cannot apply that value (CQ-FIELD-9); `Err` when it
+    /// cannot write the limit now at all.
+    fn set_flow_limit(&mut self, field: FieldId, max: u64) -> Result<bool, abi::Error>;
+
+    /// Make the next packet ack-eliciting (a PING, or any frame that
+    /// elicits an acknowledgement).
+    fn ping(&mut self) -> Result<(), abi::Error>;
+
+    /// Close the connection with an application error (a faulting plugin,
+    /// CQ-LIMIT-8). A connection that is already closing ignores it.
+    fn close(&mut self, error_code: u64, reason: &str);
+}
+
+/// What the stack says about a connection when its extension is created.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionInfo {
+    /// This endpoint is the server.
+    pub is_server: bool,
+    /// The local address, where the stack knows it.
+    pub local: Option<SocketAddr>,
+    /// The peer's address.
+    pub remote: SocketAddr,
+}
+
+/// The send loop's slot for plugin frames in one packet, as the stack's
+/// `SendContext` gives it.
+#[derive(Debug, Clone, Copy)]
+pub struct SendSlot {
+    /// The packet's number.
+    pub packet_number: u64,
+    /// Where in the packet the frames go.
+    pub position: SendPosition,
+    /// Bytes left for frames.
+    pub room: usize,
+    /// The packet counts in flight (false: an ACK-only packet under a full
+    /// congestion window, which takes only frames that are not in flight,
+    /// CQ-SEND-10).
+    pub in_flight: bool,
+}
+
+/// A frame the adapter wrote into a packet: what the stack keeps to report
+/// its fate back through [`ConnectionPlugins::on_frames`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SentFrame {
+    /// Its frame type.
+    pub frame_type: u64,
+    /// The plugin's tag (the data, for a PATH_CHALLENGE).
+    pub tag: u64,
+    /// It makes the packet ack-eliciting.
+    pub ack_eliciting: bool,
+    /// Its bytes count in flight.
+    pub in_flight: bool,
+}
+
+/// Why a plugin frame the peer sent was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FrameRefused {
+    /// No plugin parses this frame type.
+    Unknown,
+    /// The plugin could not parse it: FRAME_ENCODING_ERROR.
+    Encoding(String),
+    /// The plugin refused to process it: PROTOCOL_VIOLATION.
+    Violation(String),
+}
+
+/// Plugin frames of one type: written, acknowledged and lost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FrameCounts {
+    /// Written into packets.
+    pub sent: u64,
+    /// Acknowledged by the peer.
+    pub acked: u64,
+    /// Declared lost.
+    pub lost: u64,
+}
+
+/// What the plugins of a connection did: its final counters.
+#[derive(Debug, Clone)]
+pub struct ConnectionReport {
+    /// Per-plugin counters.
+    pub stats: Vec<PluginStats>,
+    /// Plugin frames by frame type.
+    pub frames: BTreeMap<u64, FrameCounts>,
+    /// The close the plugins caused (error code, and a reason naming the
+    /// plugin, routine and cause), if they did.
+    pub close: Option<(u64, String)>,
+}
+
+/// Adapter state beside the plugin set.
+struct State {
+    adapter: &'static str,
+    info: ConnectionInfo,
+    sending_halted: bool,
+    /// A PING asked for before the connection existed (`init`, the first
+    /// transport parameters), sent from the next hook that has it.
+    ping_pending: bool,
+    /// PATH_CHALLENGE data queued through `send-frame`.
+    challenges: Vec<u64>,
+    log: Option<LogSink>,
+    frames: BTreeMap<u64, FrameCounts>,
+    /// The close the plugins caused: error code and reason.
+    close: Option<(u64, String)>,
+}
+
+impl State {
+    fn warn(&self, message: String) {
+        if let Some(log) = &self.log {
+            log(LogRecord {
+                plugin: self.adapter.into(),
+                level: abi::LogLevel::Warn,
+                message,
+                fields: Vec::new(),
+            });
+        }
+    }
+}
+
+/// The connection as the runtime sees it during one hook.
+struct View<'a, C: ?Sized> {
+    cx: Option<&'a mut C>,
+    st: &'a mut State,
+}
+
+fn unavailable(field: FieldId) -> abi::Error {
+    abi::Error::NotFound(format!(
+        "{} is not known before the connection exists",
+        field.name()
+    ))
+}
+
+impl<C: StackConnection + ?Sized> corequic_runtime::HostConnection for View<'_, C> {
+    fn get_field(&mut self, field: FieldRef) -> Result<PluginVal, abi::Error> {
+        match field.id {
+            FieldId::IsServer => return Ok(PluginVal::Bool(self.st.info.is_server)),
+            FieldId::SendingHalted => return Ok(PluginVal::Bool(self.st.sending_halted)),
+            _ => {}
+        }
+        match self.cx.as_deref_mut() {
+            Some(cx) => cx.get_field(field),
+            None => match field.id {
+                FieldId::PeerAddress => Ok(PluginVal::from(self.st.info.remote)),
+                FieldId::LocalAddress => self
+                    .st
+                    .info
+                    .local
+                    .map(PluginVal::from)
+                    .ok_or(unavailable(field.id)),
+                id => Err(unavailable(id)),
+            },
+        }
+    }
+
+    fn set_field(&mut self, field: FieldRef, value: PluginVal) -> Result<(), abi::Error> {
+        if let (FieldId::SendingHalted, PluginVal::Bool(halt)) = (field.id, &value) {
+            self.st.sending_halted = *halt;
+            return Ok(());
+        }
+        let Some(cx) = self.cx.as_deref_mut() else {
+            return Err(unavailable(field.id));
+        };
+        let applied = match (field.id, value) {
+            (FieldId::CongestionWindow, PluginVal::U64(w)) => cx.set_congestion_window(w)?,
+            (FieldId::Ssthresh, PluginVal::U64(s)) => cx.set_ssthresh(Some(s))?,
+            (FieldId::Ssthresh, PluginVal::None) => cx.set_ssthresh(None)?,
+            (id @ (FieldId::MaxTxData | FieldId::MaxRxData), PluginVal::U64(max)) => {
+                return match cx.set_flow_limit(id, max)? {
+                    true => Ok(()),
+                    false => Err(abi::flow_limit_refused(id, max)),
+                };
+            }
+            _ => false,
+        };
+        if applied {
+            Ok(())
+        } else {
+            Err(abi::Error::Unsupported(format!(
+                "{} cannot write {} with this congestion controller",
+                self.st.adapter,
+                field.id.name()
+            )))
+        }
+    }
+
+    fn now(&self) -> u64 {
+        self.cx.as_deref().map_or(0, |cx| cx.now())
+    }
+
+    fn send_frame(&mut self, frame: Frame) -> Result<(), abi::Error> {
+        match frame {
+            Frame::Ping => match self.cx.as_deref_mut() {
+                Some(cx) => cx.ping(),
+                None => {
+                    // CQ-API-14: accepted in every phase; sent once the
+                    // connection exists.
+                    self.st.ping_pending = true;
+                    Ok(())
+                }
+            },
+            Frame::PathChallenge(data) => {
+                self.st.challenges.push(data);
+                Ok(())
+            }
+            other => Err(abi::Error::Unsupported(format!(
+                "{} cannot queue frame type {:#x}",
+                self.st.adapter,
+                other.frame_type()
+            ))),
+        }
+    }
+
+    fn log(&mut self, record: LogRecord) {
+        if let Some(log) = &self.st.log {
+            log(record);
+        }
+    }
+}
+
+/// The plugins of one connection and the adapter state beside them: the
+/// stack-independent half of every adapter's extension.
+pub struct ConnectionPlugins {
+    /// `PluginSet` is `Send` but not `Sync`, and some stacks want a `Sync`
+    /// extension; hooks with `&mut self` reach it through `Mutex::get_mut`,
+    /// without locking.
+    set: Mutex<PluginSet>,
+    state: State,
+    transport_parameters: Vec<(u64, Vec<u8>)>,
+}
+
+impl ConnectionPlugins {
+    /// Attach `plugins` to a new connection: instantiate them, run `init`
+    /// and encode their transport parameters, against what is known before
+    /// the stack's connection exists (every stack encodes its parameters
+    /// then). `adapter` names the adapter in its log records. `None` when
+    /// the plugins could not be instantiated (logged).
+    pub fn new(
+        adapter: &'static str,
+        runtime: &Runtime,
+        plugins: &[Arc<Plugin>],
+        info: ConnectionInfo,
+        log: Option<LogSink>,
+    ) -> Option<ConnectionPlugins> {
+        let mut state = State {
+            adapter,
+            info,
+            sending_halted: false,
+            ping_pending: false,
+            challenges: Vec::new(),
+            log,
+            frames: BTreeMap::new(),
+            close: None,
+        };
+        let mut set = match runtime.connection(plugins) {
+            Ok(set) => set,
+            Err(e) => {
+                state.warn(format!("plugins not attached: {e}"));
+                return None;
+            }
+        };
+        let mut view = View::<dyn StackConnection> {
+            cx: None,
+            st: &mut state,
+        };
+        for (plugin, e) in set.init(&mut view) {
+            view.st
+                .warn(format!("plugin {plugin} removed at init: {e}"));
+        }
+        let transport_parameters = set.transport_parameters(&mut view);
+        Some(ConnectionPlugins {
+            set: Mutex::new(set),
+            state,
+            transport_parameters,
+        })
+    }
+
+    fn set_mut(&mut self) -> &mut PluginSet {
+        self.set.get_mut().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn set_ref(&self) -> MutexGuard<'_, PluginSet> {
+        self.set.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Log a warning of the adapter's.
+    pub fn warn(&self, message: String) {
+        self.state.warn(message);
+    }
+
+    /// Run `f` with the plugin set and the connection view, then send a
+    /// PING asked for before the connection existed and act on a close
+    /// request (a plugin that defines protocol behaviour faulted).
+    fn with<C: StackConnection + ?Sized, R>(
+        &mut self,
+        cx: &mut C,
+        f: impl FnOnce(&mut PluginSet, &mut View<'_, C>) -> R,
+    ) -> R {
+        let set = self.set.get_mut().unwrap_or_else(|e| e.into_inner());
+        let mut view = View {
+            cx: Some(cx),
+            st: &mut self.state,
+        };
+        let r = f(set, &mut view);
+        let Some(cx) = view.cx else { return r };
+        if std::mem::take(&mut view.st.ping_pending) {
+            // Only a closing connection refuses: nothing to send then.
+            let _ = cx.ping();
+        }
+        if let Some(close) = set.take_close_request() {
+            view.st.warn(format!(
+                "closing with {:#x}: {}",
+                close.error_code, close.reason
+            ));
+            cx.close(close.error_code, &close.reason);
+            view.st
+                .close
+                .get_or_insert((close.error_code, close.reason));
+        }
+        r
+    }
+
+    fn rx_context(&self, now: u64, packet_number: u64) -> RxContext {
+        RxContext {
+            packet_type: PacketType::OneRtt,
+            space: PnSpace::ApplicationData,
+            packet_number,
+            now,
+        }
+    }
+
+    fn send_context(now: u64, slot: &SendSlot, room: usize) -> abi::SendContext {
+        abi::SendContext {
+            packet_type: PacketType::OneRtt,
+            space: PnSpace::ApplicationData,
+            packet_number: slot.packet_number,
+            position: slot.position,
+            room: room as u64,
+            now,
+        }
+    }
+
+    /// Hook `transport_parameters`: the plugins' parameters, encoded when
+    /// the extension was created (taken once).
+    pub fn transport_parameters(&mut self) -> Vec<(u64, Vec<u8>)> {
+        std::mem::take(&mut self.transport_parameters)
+    }
+
+    /// Hook `decode_transport_parameter`: `Err` with the reason when a
+    /// plugin refused the peer's parameter (TRANSPORT_PARAMETER_ERROR). A
+    /// plugin that faulted has already asked for its own close.
+    pub fn decode_transport_parameter<C: StackConnection + ?Sized>(
+        &mut self,
+        cx: &mut C,
+        id: u64,
+        value: &[u8],
+    ) -> Result<(), String> {
+        match self.with(cx, |set, view| {
+            set.decode_transport_parameter(view, id, value)
+        }) {
+            Ok(_) | Err(RoutineError::Fault(_)) => Ok(()),
+            Err(e) => {
+                let reason = format!("transport parameter {id:#x} refused: {e}");
+                self.state.warn(reason.clone());
+                self.state.close.get_or_insert((0x08, reason.clone()));
+                Err(reason)
+            }
+        }
+    }
+
+    /// Hook `wants_to_send`: a plugin (or a queued PATH_CHALLENGE) has a
+    /// frame for this packet.
+    pub fn wants_to_send<C: StackConnection + ?Sized>(
+        &mut self,
+        cx: &mut C,
+        slot: &SendSlot,
+    ) -> bool {
+        if !self.state.challenges.is_empty() {
+            return true;
+        }
+        let ctx = Self::send_context(cx.now(), slot, slot.room);
+        self.with(cx, |set, view| set.wants_to_send(view, ctx))
+    }
+
+    /// Hook `write_frames`: write the queued PATH_CHALLENGEs (first in an
+    /// in-flight packet) and the plugins' frames into `buf`; `sent` gets
+    /// each frame written, for the stack to report back.
+    pub fn write_frames<C: StackConnection + ?Sized>(
+        &mut self,
+        cx: &mut C,
+        slot: &SendSlot,
+        buf: &mut Vec<u8>,
+        mut sent: impl FnMut(SentFrame),
+    ) {
+        let mut room = slot.room;
+        if slot.position == SendPosition::First && slot.in_flight {
+            while room >= PATH_CHALLENGE_LEN {
+                let Some(data) = self.state.challenges.pop() else {
+                    break;
+                };
+                buf.push(PATH_CHALLENGE as u8);
+                buf.extend_from_slice(&data.to_be_bytes());
+                sent(SentFrame {
+                    frame_type: PATH_CHALLENGE,
+                    tag: data,
+                    ack_eliciting: true,
+                    in_flight: true,
+                });
+                room -= PATH_CHALLENGE_LEN;
+            }
+        }
+        let ctx = Self::send_context(cx.now(), slot, room);
+        let mut written = Vec::new();
+        let in_flight = slot.in_flight;
+        self.with(cx, |set, view| {
+            if in_flight {
+                set.write_frames(view, ctx, buf, &mut written)
+            } else {
+                set.write_frames_not_in_flight(view, ctx, buf, &mut written)
+            }
+        });
+        for w in written {
+            self.state
+                .frames
+                .entry(w.frame.frame_type)
+                .or_default()
+                .sent += 1;
+            sent(SentFrame {
+                frame_type: w.frame.frame_type,
+                tag: w.frame.tag,
+                ack_eliciting: w.ack_eliciting,
+                in_flight: w.in_flight,
+            });
+        }
+    }
+
+    /// Hook `on_frames`: frames written by [`ConnectionPlugins::write_frames`]
+    /// were acknowledged (`acked`) or declared lost.
+    pub fn on_frames<C: StackConnection + ?Sized>(
+        &mut self,
+        cx: &mut C,
+        frames: impl IntoIterator<Item = (u64, u64)>,
+        acked: bool,
+    ) {
+        let outcome = if acked {
+            FrameOutcome::Acked
+        } else {
+            FrameOutcome::Lost
+        };
+        for (frame_type, tag) in frames {
+            if frame_type == PATH_CHALLENGE {
+                continue;
+            }
+            let counts = self.state.frames.entry(frame_type).or_default();
+            if acked {
+                counts.acked += 1;
+            } else {
+                counts.lost += 1;
+            }
+            let frame = ExtFrame { frame_type, tag };
+            // Errors are logged by the runtime; there is nothing to undo.
+            let _ = self.with(cx, |set, view| set.notify_frame(view, frame, outcome));
+        }
+    }
+
+    /// Hook `process_frame`: parse and process a plugin frame the peer
+    /// sent; the bytes of `payload` it took, or why it was refused (logged).
+    pub fn process_frame<C: StackConnection + ?Sized>(
+        &mut self,
+        cx: &mut C,
+        frame_type: u64,
+        payload: &[u8],
+        packet_number: u64,
+    ) -> Result<usize, FrameRefused> {
+        let rx = self.rx_context(cx.now(), packet_number);
+        let r = self.with(cx, |set, view| {
+            if !set.parses_frame_type(frame_type) {
+                return Err(FrameRefused::Unknown);
+            }
+            let parsed = set
+                .parse_frame(view, frame_type, payload)
+                .map_err(|e| FrameRefused::Encoding(format!("frame {frame_type:#x}: {e}")))?;
+            set.process_frame(view, &Frame::Extension(parsed.frame), rx)
+                .map_err(|e| FrameRefused::Violation(format!("frame {frame_type:#x}: {e}")))?;
+            Ok(parsed.consumed as usize)
+        });
+        if let Err(FrameRefused::Encoding(reason) | FrameRefused::Violation(reason)) = &r {
+            self.state.warn(reason.clone());
+        }
+        r
+    }
+
+    /// Hook `observes_frame`: a plugin observes standard frames of this type
+    /// (the stack then converts and reports them). STREAM and DATAGRAM
+    /// types collapse to the first of their family, as
+    /// [`Frame::frame_type`] does.
+    pub fn observes_frame(&mut self, frame_type: u64) -> bool {
+        let frame_type = match frame_type {
+            0x08..=0x0f => 0x08,
+            0x31 => 0x30,
+            other => other,
+        };
+        self.set_mut().observes_frame_type(frame_type)
+    }
+
+    /// Hook `observe_frame`: a standard frame the peer sent, before or
+    /// (`after`) the stack processed it. `frame` is `None` for a frame the
+    /// ABI has no value for.
+    pub fn observe_frame<C: StackConnection + ?Sized>(
+        &mut self,
+        cx: &mut C,
+        frame: Option<Frame>,
+        after: bool,
+        packet_number: u64,
+    ) {
+        let Some(frame) = frame else { return };
+        let rx = self.rx_context(cx.now(), packet_number);
+        let anchor = if after { Anchor::After } else { Anchor::Before };
+        self.with(cx, |set, view| set.observe_frame(view, anchor, &frame, rx));
+    }
+
+    /// Hook `next_timeout`: the earliest plugin timer, in nanoseconds since
+    /// the ABI epoch.
+    pub fn next_timeout(&self) -> Option<u64> {
+        self.set_ref().next_timeout()
+    }
+
+    /// Hook `on_timeout`: run the plugin timers that are due.
+    pub fn on_timeout<C: StackConnection + ?Sized>(&mut self, cx: &mut C) {
+        let now = cx.now();
+        self.with(cx, |set, view| set.handle_timeout(view, now));
+    }
+
+    /// Hook `sending_halted`: a plugin halted sending (the `sending-halted`
+    /// field).
+    pub fn sending_halted(&self) -> bool {
+        self.state.sending_halted
+    }
+
+    /// Call plugin-control `id` (the application side of the ABI).
+    pub fn plugin_control<C: StackConnection + ?Sized>(
+        &mut self,
+        cx: &mut C,
+        id: u64,
+        args: &[PluginVal],
+    ) -> Result<Vec<PluginVal>, RoutineError> {
+        self.with(cx, |set, view| set.plugin_control(view, id, args))
+    }
+
+    /// Per-plugin counters of this connection.
+    pub fn stats(&self) -> Vec<PluginStats> {
+        self.set_ref().stats()
+    }
+
+    /// Plugin frames of `frame_type` written, acknowledged and lost.
+    pub fn frame_counts(&self, frame_type: u64) -> FrameCounts {
+        self.state
+            .frames
+            .get(&frame_type)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// The error code and reason with which this connection's plugins
+    /// closed it (a defining plugin faulted, CQ-LIMIT-8, or a refused
+    /// transport parameter), if they did. Stacks that report such a close
+    /// without its reason, or as the application's, are told it here.
+    pub fn local_close(&self) -> Option<(u64, String)> {
+        self.state.close.clone()
+    }
+
+    /// Everything the plugins did on this connection.
+    pub fn report(&self) -> ConnectionReport {
+        ConnectionReport {
+            stats: self.stats(),
+            frames: self.state.frames.clone(),
+            close: self.local_close(),
+        }
+    }
+}
+
+/// Bytes of a frame field as a stack's `ObservedFrame` holds them.
+pub trait FrameBytes {
+    /// The bytes, in wire order.
+    fn frame_bytes(&self) -> Vec<u8>;
+}
+
+impl FrameBytes for [u8] {
+    fn frame_bytes(&self) -> Vec<u8> {
+        self.to_vec()
+    }
+}
+
+impl FrameBytes for Vec<u8> {
+    fn frame_bytes(&self) -> Vec<u8> {
+        self.clone()
+    }
+}
+
+impl<const N: usize> FrameBytes for [u8; N] {
+    fn frame_bytes(&self) -> Vec<u8> {
+        self.to_vec()
+    }
+}
+
+impl FrameBytes for bytes::Bytes {
+    fn frame_bytes(&self) -> Vec<u8> {
+        self.to_vec()
+    }
+}
+
+/// A stateless reset token held as a number (big-endian on the wire).
+impl FrameBytes for u128 {
+    fn frame_bytes(&self) -> Vec<u8> {
+        self.to_be_bytes().to_vec()
+    }
+}
+
+/// Nanoseconds of a duration, saturating.
+pub fn duration_ns(d: &std::time::Duration) -> u64 {
+    d.as_nanos().min(u128::from(u64::MAX)) as u64
+}
+
+/// Convert a stack's observed frame to the ABI's [`Frame`] (`None` for a
+/// frame the ABI has no value for). Every hook patch declares the same
+/// `ObservedFrame` variants (`hosts/README.md`); name the type in scope:
+///
+/// ```text
+/// use quinn_proto::ObservedFrame;
+/// let frame = corequic_adapter::observed_frame_to_abi!(ObservedFrame, observed);
+/// ```
+#[macro_export]
+macro_rules! observed_frame_to_abi {
+    ($observed:ident, $frame:expr) => {{
+        use $crate::__abi as abi;
+        use $crate::FrameBytes as _;
+        #[allow(unreachable_patterns)]
+        let frame: Option<abi::Frame> = match $frame {
+            $observed::Ping => Some(abi::Frame::Ping),
+            $observed::Ack(largest, delay, ranges, ecn) => Some(abi::Frame::Ack(abi::AckFrame {
+                largest_acknowledged: *largest,
+                ack_delay: $crate::duration_ns(delay),
+                ranges: ranges.clone(),
+                ecn: ecn.map(|(ect0, ect1, ce)| abi::EcnCounts { ect0, ect1, ce }),
+            })),
+            $observed::ResetStream(id, code, size) => {
+                Some(abi::Frame::ResetStream(abi::ResetStreamFrame {
+                    stream_id: *id,
+                    error_code: *code,
+                    final_size: *size,
+                }))
+            }
+            $observed::StopSending(id, code) => {
+                Some(abi::Frame::StopSending(abi::StopSendingFrame {
+                    stream_id: *id,
+                    error_code: *code,
+                }))
+            }
+            $observed::Crypto(offset, length) => Some(abi::Frame::Crypto(abi::CryptoFrame {
+                offset: *offset,
+                length: *length,
+            })),
+            $observed::NewToken(token) => Some(abi::Frame::NewToken(token.frame_bytes())),
+            $observed::Stream(id, offset, length, fin) => {
+                Some(abi::Frame::Stream(abi::StreamFrame {
+                    stream_id: *id,
+                    offset: *offset,
+                    length: *length,
+                    fin: *fin,
+                }))
+            }
+            $observed::MaxData(v) => Some(abi::Frame::MaxData(*v)),
+            $observed::MaxStreamData(id, max) => {
+                Some(abi::Frame::MaxStreamData(abi::MaxStreamDataFrame {
+                    stream_id: *id,
+                    maximum: *max,
+                }))
+            }
+            $observed::MaxStreams(bidi, max) => Some(abi::Frame::MaxStreams(abi::StreamsFrame {
+                bidirectional: *bidi,
+                maximum: *max,
+            })),
+            $observed::DataBlocked(v) => Some(abi::Frame::DataBlocked(*v)),
+            $observed::StreamDataBlocked(id, limit) => {
+                Some(abi::Frame::StreamDataBlocked(abi::StreamDataBlockedFrame {
+                    stream_id: *id,
+                    limit: *limit,
+                }))
+            }
+            $observed::StreamsBlocked(bidi, max) => {
+                Some(abi::Frame::StreamsBlocked(abi::StreamsFrame {
+                    bidirectional: *bidi,
+                    maximum: *max,
+                }))
+            }
+            $observed::NewConnectionId(seq, retire, cid, token) => {
+                Some(abi::Frame::NewConnectionId(abi::NewConnectionIdFrame {
+                    sequence: *seq,
+                    retire_prior_to: *retire,
+                    connection_id: cid.frame_bytes(),
+                    stateless_reset_token: token.frame_bytes(),
+                }))
+            }
+            $observed::RetireConnectionId(seq) => Some(abi::Frame::RetireConnectionId(*seq)),
+            $observed::PathChallenge(d) => Some(abi::Frame::PathChallenge(*d)),
+            $observed::PathResponse(d) => Some(abi::Frame::PathResponse(*d)),
+            $observed::Close(application, code, ty, reason) => {
+                Some(abi::Frame::ConnectionClose(abi::ConnectionCloseFrame {
+                    application: *application,
+                    error_code: *code,
+                    frame_type: *ty,
+                    reason: reason.frame_bytes(),
+                }))
+            }
+            $observed::HandshakeDone => Some(abi::Frame::HandshakeDone),
+            $observed::Datagram(len) => Some(abi::Frame::Datagram(*len)),
+            _ => None,
+        };
+        frame
+    }};
+}

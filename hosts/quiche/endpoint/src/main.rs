@@ -1,0 +1,424 @@
+//! The quiche endpoint of the interop matrix: HTTP/0.9 (`hq-interop`) client
+//! or server on the patched quiche, with Core QUIC plugins from the command
+//! line. The contract (flags, stats JSON, exit codes) is
+//! `interop-runner/ENDPOINT.md`, shared by every host.
+
+use corequic_endpoint::{
+    Args, ControlArg, ControlResult, EXIT_FAIL, EXIT_PASS, EXIT_UNSUPPORTED, LogLine, Role, Stats,
+    USAGE, bind_udp, render,
+};
+use corequic_quiche::{PluginFactory, plugin_control, with_plugins};
+use corequic_quiche_endpoint::driver::{self, App, Command, HqClient, HqServer};
+use corequic_runtime::{LogRecord, PluginStats, Runtime};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tokio::net::UdpSocket;
+use tokio::sync::mpsc;
+
+type Logs = Arc<Mutex<Vec<LogRecord>>>;
+
+fn log_lines(logs: &Logs) -> Vec<LogLine> {
+    logs.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .map(LogLine::from)
+        .collect()
+}
+
+fn main() -> ExitCode {
+    if corequic_endpoint::capabilities_requested() {
+        println!(
+            "{}",
+            corequic_endpoint::capabilities_json(&corequic_quiche::capabilities())
+        );
+        return ExitCode::SUCCESS;
+    }
+    let args = match Args::parse(std::env::args().skip(1)) {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("quiche-endpoint: {e}\n{USAGE}");
+            return ExitCode::from(EXIT_FAIL as u8);
+        }
+    };
+    if !args.test_supported() {
+        eprintln!("quiche-endpoint: unsupported test `{}`", args.test);
+        return ExitCode::from(EXIT_UNSUPPORTED as u8);
+    }
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("quiche-endpoint: cannot start tokio: {e}");
+            return ExitCode::from(EXIT_FAIL as u8);
+        }
+    };
+    // A backstop: the client and server give up at --timeout themselves and
+    // still write their stats.
+    let deadline = args.timeout + std::time::Duration::from_secs(5);
+    let code = match rt.block_on(async { tokio::time::timeout(deadline, run(args)).await }) {
+        Ok(Ok(true)) => EXIT_PASS,
+        Ok(Ok(false)) => EXIT_FAIL,
+        Ok(Err(e)) => {
+            eprintln!("quiche-endpoint: {e}");
+            EXIT_FAIL
+        }
+        Err(_) => {
+            eprintln!("quiche-endpoint: timed out after {deadline:?}");
+            EXIT_FAIL
+        }
+    };
+    ExitCode::from(code as u8)
+}
+
+/// Plugins and qlog settings applied to every connection.
+fn configure(args: &Args, config: &mut quiche::Config, logs: &Logs) -> Result<(), String> {
+    // Without plugins there is no runtime at all: the baseline is plain
+    // quiche.
+    if args.plugins.is_empty() {
+        return Ok(());
+    }
+    let runtime = Arc::new(
+        Runtime::new(args.runtime_config(), corequic_quiche::capabilities())
+            .map_err(|e| format!("runtime: {e}"))?,
+    );
+    let mut plugins = Vec::new();
+    for p in &args.plugins {
+        plugins.push(
+            runtime
+                .load_file(&p.path, &p.grants)
+                .map_err(|e| e.to_string())?,
+        );
+    }
+    let sink = logs.clone();
+    let factory = PluginFactory::new(runtime, plugins).log_sink(Arc::new(move |r| {
+        sink.lock().unwrap_or_else(|e| e.into_inner()).push(r);
+    }));
+    // Before `connect`/`accept`: the client encodes its transport
+    // parameters inside `connect`.
+    config.set_extension_factory(Some(Arc::new(factory)));
+    Ok(())
+}
+
+fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::Client => "client",
+        Role::Server => "server",
+    }
+}
+
+fn set_qlog(args: &Args, conn: &mut quiche::Connection) -> Result<(), String> {
+    let Some(dir) = &args.qlog else {
+        return Ok(());
+    };
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let role = role_name(args.role);
+    let path = dir.join(format!("{role}.qlog"));
+    // A server appends every connection to the same file.
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    conn.set_qlog(
+        Box::new(std::io::BufWriter::new(file)),
+        format!("corequic quiche {role} {}", args.test),
+        format!("quiche-endpoint {role}"),
+    );
+    Ok(())
+}
+
+/// The application plus the scheduled plugin-control calls, run
+/// `--control` milliseconds after the handshake completed.
+struct WithControls<A> {
+    app: A,
+    pending: Vec<ControlArg>,
+    established: Option<Instant>,
+    results: Vec<ControlResult>,
+}
+
+impl<A> WithControls<A> {
+    fn new(app: A, controls: &[ControlArg]) -> Self {
+        let mut pending = controls.to_vec();
+        // Latest first, so the next one is popped from the end; calls due
+        // at the same time keep their command-line order.
+        pending.sort_by_key(|c| c.at);
+        pending.reverse();
+        WithControls {
+            app,
+            pending,
+            established: None,
+            results: Vec::new(),
+        }
+    }
+}
+
+impl<A: App> App for WithControls<A> {
+    fn progress(&mut self, conn: &mut quiche::Connection) {
+        // Controls start on the call after the one that saw the handshake
+        // complete, so the client's Finished has been sent by then: a
+        // control that closes the connection (a plugin fault) right after
+        // `is_established()` turns true would leave quiche with handshake
+        // data it no longer sends and an application close it sends only in
+        // 1-RTT packets, so it would send nothing and strand the peer.
+        let start = self.established;
+        if self.established.is_none() && conn.is_established() {
+            self.established = Some(Instant::now());
+        }
+        if let Some(start) = start {
+            while self
+                .pending
+                .last()
+                .is_some_and(|c| start + c.at <= Instant::now())
+            {
+                let Some(c) = self.pending.pop() else { break };
+                let (result, error) = match plugin_control(conn, c.id, &c.args) {
+                    Some(Ok(vals)) => (Some(vals.iter().map(render).collect()), None),
+                    Some(Err(e)) => (None, Some(e.to_string())),
+                    None => (None, Some("no plugins on this connection".into())),
+                };
+                self.results.push(ControlResult {
+                    at_ms: c.at.as_millis() as u64,
+                    id: c.id,
+                    result,
+                    error,
+                });
+            }
+        }
+        self.app.progress(conn);
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        let next = self
+            .established
+            .and_then(|s| self.pending.last().map(|c| s + c.at));
+        match (next, self.app.deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+/// Why a connection closed, if not with application code 0.
+fn close_reason(conn: &quiche::Connection) -> Option<String> {
+    let describe = |side: &str, e: &quiche::ConnectionError| {
+        format!(
+            "{side} {} close {:#x}: {}",
+            if e.is_app { "application" } else { "transport" },
+            e.error_code,
+            String::from_utf8_lossy(&e.reason)
+        )
+    };
+    if let Some(e) = conn.peer_error()
+        && !(e.is_app && e.error_code == 0)
+    {
+        return Some(describe("peer", e));
+    }
+    if let Some(e) = conn.local_error()
+        && !(e.is_app && e.error_code == 0)
+    {
+        return Some(describe("local", e));
+    }
+    if conn.is_timed_out() {
+        return Some("idle timeout".into());
+    }
+    None
+}
+
+fn extra(conn: &quiche::Connection) -> Vec<(String, String)> {
+    match conn.path_stats().next() {
+        Some(p) => vec![
+            ("rtt_ms".into(), format!("{:.3}", p.rtt.as_secs_f64() * 1e3)),
+            ("cwnd".into(), p.cwnd.to_string()),
+        ],
+        None => Vec::new(),
+    }
+}
+
+fn plugin_stats(conn: &mut quiche::Connection) -> Vec<PluginStats> {
+    with_plugins(conn, |p, _| p.stats()).unwrap_or_default()
+}
+
+/// A tokio UDP socket with the endpoint contract's buffer sizes.
+fn tokio_socket(addr: std::net::SocketAddr) -> std::io::Result<UdpSocket> {
+    let socket = bind_udp(addr)?;
+    socket.set_nonblocking(true)?;
+    UdpSocket::from_std(socket)
+}
+
+async fn run(args: Args) -> Result<bool, String> {
+    let logs: Logs = Arc::default();
+    match args.role {
+        Role::Server => server(&args, logs).await,
+        Role::Client => client(&args, logs).await,
+    }
+}
+
+async fn server(args: &Args, logs: Logs) -> Result<bool, String> {
+    let started = Instant::now();
+    let mut config = driver::server_config()?;
+    configure(args, &mut config, &logs)?;
+    let socket = tokio_socket(args.addr).map_err(|e| format!("bind {}: {e}", args.addr))?;
+    let local = socket.local_addr().map_err(|e| e.to_string())?;
+    eprintln!("quiche-endpoint: listening on {local}");
+
+    let (mut served, mut handled) = (0u64, 0u64);
+    let (mut plugins, mut controls, mut close) = (Vec::new(), Vec::new(), None);
+    while args.connections == 0 || handled < args.connections {
+        let remaining = args.timeout.saturating_sub(started.elapsed());
+        let Ok(initial) = tokio::time::timeout(remaining, driver::wait_for_initial(&socket)).await
+        else {
+            close = Some(format!("no connection within {:?}", args.timeout));
+            break;
+        };
+        let (first, peer, _dcid) = initial?;
+        handled += 1;
+        let scid = driver::new_cid();
+        let mut conn = match quiche::accept(&scid, None, local, peer, &mut config) {
+            Ok(conn) => conn,
+            Err(e) => {
+                close = Some(format!("accept: {e}"));
+                continue;
+            }
+        };
+        set_qlog(args, &mut conn)?;
+        let mut app = WithControls::new(HqServer::default(), &args.controls);
+        let (_tx, mut rx) = mpsc::unbounded_channel::<Command>();
+        let run = driver::run(&mut conn, &socket, peer, &mut app, &mut rx, Some(first));
+        let remaining = args.timeout.saturating_sub(started.elapsed());
+        match tokio::time::timeout(remaining, run).await {
+            Ok(r) => r?,
+            Err(_) => {
+                close = Some(format!("timed out after {:?}", args.timeout));
+                controls.extend(app.results);
+                plugins.extend(plugin_stats(&mut conn));
+                break;
+            }
+        }
+        served += app.app.served;
+        if let Some(reason) = close_reason(&conn) {
+            close = Some(reason);
+        }
+        controls.extend(app.results);
+        plugins.extend(plugin_stats(&mut conn));
+    }
+    let stats = Stats {
+        schema: 1,
+        host: "quiche".into(),
+        role: Role::Server,
+        test: args.test.clone(),
+        ok: true,
+        bytes: served,
+        duration_ms: started.elapsed().as_secs_f64() * 1e3,
+        handshake_ms: None,
+        close,
+        plugins,
+        controls,
+        logs: log_lines(&logs),
+        extra: Vec::new(),
+    };
+    stats.write(args.stats.as_ref())?;
+    Ok(stats.ok)
+}
+
+async fn client(args: &Args, logs: Logs) -> Result<bool, String> {
+    let mut config = driver::client_config()?;
+    configure(args, &mut config, &logs)?;
+    let bind = if args.addr.is_ipv4() {
+        "0.0.0.0:0"
+    } else {
+        "[::]:0"
+    };
+    let bind: std::net::SocketAddr = bind.parse().map_err(|_| "bind address")?;
+    let socket = tokio_socket(bind).map_err(|e| e.to_string())?;
+    let local = socket.local_addr().map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    let scid = driver::new_cid();
+    let mut conn = quiche::connect(Some("localhost"), &scid, local, args.addr, &mut config)
+        .map_err(|e| format!("connect: {e}"))?;
+    set_qlog(args, &mut conn)?;
+
+    let mut app = ClientApp {
+        inner: WithControls::new(HqClient::new(args.size), &args.controls),
+        handshake: None,
+        started,
+        closed: false,
+    };
+    let (_tx, mut rx) = mpsc::unbounded_channel::<Command>();
+    let run = driver::run(&mut conn, &socket, args.addr, &mut app, &mut rx, None);
+    let timed_out = match tokio::time::timeout(args.timeout, run).await {
+        Ok(r) => {
+            r?;
+            false
+        }
+        Err(_) => true,
+    };
+
+    let client = &app.inner.app;
+    let (ok, bytes) = match &client.result {
+        Some(Ok(n)) => (true, *n),
+        Some(Err(e)) => {
+            eprintln!("quiche-endpoint: download failed: {e}");
+            (false, 0)
+        }
+        None => {
+            eprintln!("quiche-endpoint: the connection closed before the download ended");
+            (false, 0)
+        }
+    };
+    let stats = Stats {
+        schema: 1,
+        host: "quiche".into(),
+        role: Role::Client,
+        test: args.test.clone(),
+        ok,
+        bytes,
+        duration_ms: client.duration.unwrap_or_default().as_secs_f64() * 1e3,
+        handshake_ms: app.handshake.map(|d| d.as_secs_f64() * 1e3),
+        close: if timed_out {
+            Some(format!("timed out after {:?}", args.timeout))
+        } else {
+            close_reason(&conn)
+        },
+        plugins: plugin_stats(&mut conn),
+        controls: app.inner.results.clone(),
+        logs: log_lines(&logs),
+        extra: extra(&conn),
+    };
+    stats.write(args.stats.as_ref())?;
+    Ok(ok)
+}
+
+/// The client: the download plus the scheduled controls; it keeps the
+/// connection open until every control has run (they are part of the test),
+/// then closes it with code 0 (1 if the download failed).
+struct ClientApp {
+    inner: WithControls<HqClient>,
+    handshake: Option<std::time::Duration>,
+    started: Instant,
+    closed: bool,
+}
+
+impl App for ClientApp {
+    fn progress(&mut self, conn: &mut quiche::Connection) {
+        if self.handshake.is_none() && conn.is_established() {
+            self.handshake = Some(self.started.elapsed());
+        }
+        self.inner.app.keep_open = true;
+        self.inner.progress(conn);
+        if let Some(result) = &self.inner.app.result
+            && self.inner.pending.is_empty()
+            && !self.closed
+        {
+            self.closed = true;
+            let code = if result.is_ok() { 0 } else { 1 };
+            let _ = conn.close(true, code, b"done");
+        }
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.inner.deadline()
+    }
+}

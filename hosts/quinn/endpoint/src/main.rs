@@ -1,0 +1,527 @@
+//! The quinn endpoint of the interop matrix: HTTP/0.9 (`hq-interop`) client
+//! or server on the patched quinn, with Core QUIC plugins from the command
+//! line. The contract (flags, stats JSON, exit codes) is
+//! `interop-runner/ENDPOINT.md`, shared by every host.
+
+use corequic_endpoint::{
+    ALPN, Args, ControlResult, EXIT_FAIL, EXIT_PASS, EXIT_UNSUPPORTED, FLOW_CONTROL_WINDOW,
+    LogLine, PAYLOAD_CHUNK, Role, Stats, USAGE, bind_udp, parse_request, payload, payload_byte,
+    render,
+};
+mod plugins;
+
+use corequic_quinn::PluginFactory;
+use corequic_runtime::{LogRecord, Runtime};
+use plugins::{plugin_control, with_plugins};
+use quinn::VarInt;
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+type Logs = Arc<Mutex<Vec<LogRecord>>>;
+
+fn log_lines(logs: &Logs) -> Vec<LogLine> {
+    logs.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .map(LogLine::from)
+        .collect()
+}
+
+fn main() -> ExitCode {
+    if corequic_endpoint::capabilities_requested() {
+        println!(
+            "{}",
+            corequic_endpoint::capabilities_json(&corequic_quinn::capabilities())
+        );
+        return ExitCode::SUCCESS;
+    }
+    let args = match Args::parse(std::env::args().skip(1)) {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("quinn-endpoint: {e}\n{USAGE}");
+            return ExitCode::from(EXIT_FAIL as u8);
+        }
+    };
+    if !args.test_supported() {
+        eprintln!("quinn-endpoint: unsupported test `{}`", args.test);
+        return ExitCode::from(EXIT_UNSUPPORTED as u8);
+    }
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("quinn-endpoint: cannot start tokio: {e}");
+            return ExitCode::from(EXIT_FAIL as u8);
+        }
+    };
+    let stats_path = args.stats.clone();
+    let failed = |e: &str| Stats::failed("quinn", &args, e);
+    let code = match rt.block_on(run(args.clone())) {
+        Ok(true) => EXIT_PASS,
+        Ok(false) => EXIT_FAIL,
+        Err(e) => {
+            eprintln!("quinn-endpoint: {e}");
+            if let Err(w) = failed(&e).write(stats_path.as_ref()) {
+                eprintln!("quinn-endpoint: {w}");
+            }
+            EXIT_FAIL
+        }
+    };
+    ExitCode::from(code as u8)
+}
+
+/// The client's socket, bound to the local address of the route to the
+/// server (learnt by connecting an unbound probe socket), so that the
+/// path's local address is known (`local-address`, CQ-FIELD-1): quinn does
+/// not learn it for a socket bound to the unspecified address.
+fn client_socket(server: std::net::SocketAddr) -> Result<std::net::UdpSocket, String> {
+    let unspecified = match server {
+        std::net::SocketAddr::V4(_) => std::net::SocketAddr::from(([0, 0, 0, 0], 0)),
+        std::net::SocketAddr::V6(_) => std::net::SocketAddr::from(([0u16; 8], 0)),
+    };
+    let probe = std::net::UdpSocket::bind(unspecified).map_err(|e| e.to_string())?;
+    probe
+        .connect(server)
+        .map_err(|e| format!("no route to {server}: {e}"))?;
+    let ip = probe.local_addr().map_err(|e| e.to_string())?.ip();
+    bind_udp(std::net::SocketAddr::new(ip, 0)).map_err(|e| format!("bind {ip}: {e}"))
+}
+
+async fn run(args: Args) -> Result<bool, String> {
+    let logs: Logs = Arc::default();
+    let client_socket = match args.role {
+        Role::Client => Some(client_socket(args.addr)?),
+        Role::Server => None,
+    };
+    let local = match &client_socket {
+        Some(socket) => socket.local_addr().map_err(|e| e.to_string())?,
+        None => args.addr,
+    };
+    let mut transport = quinn::TransportConfig::default();
+    // quinn's default stream window (1.25 MB) would cap the long-RTT
+    // transfers below the link rate: flow control must not be what the
+    // matrix measures (see FLOW_CONTROL_WINDOW). Congestion control stays
+    // quinn's default.
+    let window = VarInt::from_u64(FLOW_CONTROL_WINDOW).map_err(|e| e.to_string())?;
+    transport
+        .stream_receive_window(window)
+        .receive_window(window)
+        .send_window(FLOW_CONTROL_WINDOW);
+    // Without plugins there is no runtime at all (no engine, no epoch
+    // ticker): the baseline is plain quinn.
+    if !args.plugins.is_empty() {
+        let runtime = Arc::new(
+            Runtime::new(args.runtime_config(), corequic_quinn::capabilities())
+                .map_err(|e| format!("runtime: {e}"))?,
+        );
+        let mut plugins = Vec::new();
+        for p in &args.plugins {
+            plugins.push(
+                runtime
+                    .load_file(&p.path, &p.grants)
+                    .map_err(|e| e.to_string())?,
+            );
+        }
+        let sink = logs.clone();
+        let factory = PluginFactory::new(runtime, plugins).log_sink(Arc::new(move |r| {
+            sink.lock().unwrap_or_else(|e| e.into_inner()).push(r);
+        }));
+        let factory = factory.local_address(local);
+        transport.extension_factory(Some(Arc::new(factory)));
+    }
+    if let Some(dir) = &args.qlog {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let role = match args.role {
+            Role::Client => "client",
+            Role::Server => "server",
+        };
+        let path = dir.join(format!("{role}.qlog"));
+        let file = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut qlog = quinn::QlogConfig::default();
+        qlog.writer(Box::new(std::io::BufWriter::new(file)))
+            .title(Some(format!("corequic quinn {role} {}", args.test)));
+        transport.qlog_stream(qlog.into_stream());
+    }
+    let transport = Arc::new(transport);
+    let deadline = args.timeout;
+    let work = async {
+        match client_socket {
+            None => server(&args, transport, logs).await,
+            Some(socket) => client(&args, socket, transport, logs).await,
+        }
+    };
+    tokio::time::timeout(deadline, work)
+        .await
+        .map_err(|_| format!("timed out after {deadline:?}"))?
+}
+
+/// The close the connection's own plugins made (a defining plugin faulted),
+/// if they did: quinn reports it as the peer's.
+fn plugins_close(conn: &quinn::Connection) -> Option<String> {
+    let (code, reason) = with_plugins(conn, |p, _| p.local_close()).flatten()?;
+    Some(format!("local application close {code:#x}: {reason}"))
+}
+
+/// How a connection whose handshake failed ended: its plugins' own close,
+/// or quinn's error.
+fn describe_handshake_failure(
+    conn: Option<&quinn::Connection>,
+    error: &quinn::ConnectionError,
+) -> String {
+    conn.and_then(plugins_close)
+        .unwrap_or_else(|| error.to_string())
+}
+
+fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+async fn server(
+    args: &Args,
+    transport: Arc<quinn::TransportConfig>,
+    logs: Logs,
+) -> Result<bool, String> {
+    let started = Instant::now();
+    let cert =
+        rcgen::generate_simple_self_signed(vec!["localhost".into()]).map_err(|e| e.to_string())?;
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(cert.signing_key.serialize_der()));
+    let mut tls = rustls::ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_single_cert(vec![CertificateDer::from(cert.cert.der().to_vec())], key)
+        .map_err(|e| e.to_string())?;
+    tls.alpn_protocols = vec![ALPN.to_vec()];
+    let crypto =
+        quinn::crypto::rustls::QuicServerConfig::try_from(tls).map_err(|e| e.to_string())?;
+    let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    config.transport_config(transport);
+    let socket = bind_udp(args.addr).map_err(|e| format!("bind {}: {e}", args.addr))?;
+    let endpoint = quinn::Endpoint::new(
+        quinn::EndpointConfig::default(),
+        Some(config),
+        socket,
+        Arc::new(quinn::TokioRuntime),
+    )
+    .map_err(|e| format!("bind {}: {e}", args.addr))?;
+    eprintln!("quinn-endpoint: listening on {}", args.addr);
+
+    let mut served = 0u64;
+    let mut plugins = Vec::new();
+    let mut controls = Vec::new();
+    let mut close = None;
+    let mut handled = 0u64;
+    while args.connections == 0 || handled < args.connections {
+        let Some(incoming) = endpoint.accept().await else {
+            break;
+        };
+        handled += 1;
+        let connecting = match incoming.accept() {
+            Ok(connecting) => connecting,
+            Err(e) => {
+                close = Some(e.to_string());
+                continue;
+            }
+        };
+        // Kept for a failed handshake: quinn reports a close that the
+        // connection's own plugin caused as the peer's, and the plugins'
+        // counters are reachable only through the connection.
+        let pending = connecting.connection();
+        let conn = match connecting.await {
+            Ok(conn) => conn,
+            Err(e) => {
+                close = Some(describe_handshake_failure(pending.as_ref(), &e));
+                if let Some(c) = &pending {
+                    plugins.extend(with_plugins(c, |p, _| p.stats()).unwrap_or_default());
+                }
+                continue;
+            }
+        };
+        let scheduled = tokio::spawn(run_controls(conn.clone(), args.controls.clone()));
+        let mut streams = Vec::new();
+        while let Ok((mut send, mut recv)) = conn.accept_bi().await {
+            streams.push(tokio::spawn(async move {
+                let request = recv.read_to_end(256).await.map_err(|e| e.to_string())?;
+                let n = parse_request(&request).ok_or("bad request")?;
+                let mut sent = 0u64;
+                while sent < n {
+                    let len = (n - sent).min(PAYLOAD_CHUNK as u64) as usize;
+                    send.write_all(payload(sent, len))
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    sent += len as u64;
+                }
+                send.finish().map_err(|e| e.to_string())?;
+                Ok::<u64, String>(sent)
+            }));
+        }
+        for s in streams {
+            if let Ok(Ok(n)) = s.await {
+                served += n;
+            }
+        }
+        let reason = conn.closed().await;
+        if let Some(own) = plugins_close(&conn) {
+            close = Some(own);
+        } else if !matches!(reason, quinn::ConnectionError::ApplicationClosed(ref c) if c.error_code.into_inner() == 0)
+        {
+            close = Some(reason.to_string());
+        }
+        controls.extend(scheduled.await.unwrap_or_default());
+        if let Some(stats) = with_plugins(&conn, |p, _| p.stats()) {
+            plugins.extend(stats);
+        }
+    }
+    // The CONNECTION_CLOSE of a connection that just closed is sent by its
+    // driver: exiting now could leave the peer to its idle timeout
+    // (CQ-LIMIT-9).
+    endpoint.wait_idle().await;
+    let stats = Stats {
+        schema: 1,
+        host: "quinn".into(),
+        role: Role::Server,
+        test: args.test.clone(),
+        ok: true,
+        bytes: served,
+        duration_ms: started.elapsed().as_secs_f64() * 1e3,
+        handshake_ms: None,
+        close,
+        plugins,
+        controls,
+        logs: log_lines(&logs),
+        extra: Vec::new(),
+    };
+    stats.write(args.stats.as_ref())?;
+    Ok(stats.ok)
+}
+
+async fn run_controls(
+    conn: quinn::Connection,
+    controls: Vec<corequic_endpoint::ControlArg>,
+) -> Vec<ControlResult> {
+    let start = Instant::now();
+    let mut results = Vec::new();
+    for c in controls {
+        if let Some(wait) = c.at.checked_sub(start.elapsed()) {
+            tokio::time::sleep(wait).await;
+        }
+        let r = plugin_control(&conn, c.id, &c.args);
+        let (result, error) = match r {
+            Some(Ok(vals)) => (Some(vals.iter().map(render).collect()), None),
+            Some(Err(e)) => (None, Some(e.to_string())),
+            None => (None, Some("no plugins on this connection".into())),
+        };
+        results.push(ControlResult {
+            at_ms: c.at.as_millis() as u64,
+            id: c.id,
+            result,
+            error,
+        });
+    }
+    results
+}
+
+async fn client(
+    args: &Args,
+    socket: std::net::UdpSocket,
+    transport: Arc<quinn::TransportConfig>,
+    logs: Logs,
+) -> Result<bool, String> {
+    let tls = corequic_endpoint::tls::client_config(provider())?;
+    let crypto =
+        quinn::crypto::rustls::QuicClientConfig::try_from(tls).map_err(|e| e.to_string())?;
+    let mut config = quinn::ClientConfig::new(Arc::new(crypto));
+    config.transport_config(transport);
+    let mut endpoint = quinn::Endpoint::new(
+        quinn::EndpointConfig::default(),
+        None,
+        socket,
+        Arc::new(quinn::TokioRuntime),
+    )
+    .map_err(|e| e.to_string())?;
+    endpoint.set_default_client_config(config);
+
+    let started = Instant::now();
+    let connecting = endpoint
+        .connect(args.addr, "localhost")
+        .map_err(|e| e.to_string())?;
+    let pending = connecting.connection();
+    let conn = match connecting.await {
+        Ok(conn) => conn,
+        Err(e) => {
+            // The close of a connection that failed in its handshake (a
+            // plugin fault, say) is sent by its driver: exiting now could
+            // leave the server to its idle timeout (CQ-LIMIT-9).
+            endpoint.wait_idle().await;
+            let why = describe_handshake_failure(pending.as_ref(), &e);
+            eprintln!("quinn-endpoint: handshake: {why}");
+            // The plugins' counters say which one failed, and why.
+            let mut stats = Stats::failed("quinn", args, &format!("handshake: {why}"));
+            stats.plugins = pending
+                .as_ref()
+                .and_then(|c| with_plugins(c, |p, _| p.stats()))
+                .unwrap_or_default();
+            stats.logs = log_lines(&logs);
+            stats.write(args.stats.as_ref())?;
+            return Ok(false);
+        }
+    };
+    let handshake = started.elapsed();
+    let scheduled = tokio::spawn(run_controls(conn.clone(), args.controls.clone()));
+
+    let transfer_start = Instant::now();
+    let outcome = download(&conn, args.size).await;
+    let duration = transfer_start.elapsed();
+    // Let the scheduled controls finish (they are part of the test).
+    let controls = scheduled.await.unwrap_or_default();
+    let plugins = with_plugins(&conn, |p, _| p.stats()).unwrap_or_default();
+    let extra = vec![
+        (
+            "rtt_ms".into(),
+            format!("{:.3}", conn.rtt().as_secs_f64() * 1e3),
+        ),
+        ("cwnd".into(), conn.congestion_state().window().to_string()),
+    ];
+    let close = match conn.close_reason() {
+        Some(reason) => Some(reason.to_string()),
+        None => {
+            conn.close(0u32.into(), b"done");
+            None
+        }
+    };
+    endpoint.wait_idle().await;
+    let (ok, bytes) = match &outcome {
+        Ok(n) => (true, *n),
+        Err(e) => {
+            eprintln!("quinn-endpoint: download failed: {e}");
+            (false, 0)
+        }
+    };
+    let stats = Stats {
+        schema: 1,
+        host: "quinn".into(),
+        role: Role::Client,
+        test: args.test.clone(),
+        ok,
+        bytes,
+        duration_ms: duration.as_secs_f64() * 1e3,
+        handshake_ms: Some(handshake.as_secs_f64() * 1e3),
+        close,
+        plugins,
+        controls,
+        logs: log_lines(&logs),
+        extra,
+    };
+    stats.write(args.stats.as_ref())?;
+    Ok(ok)
+}
+
+/// GET `n` bytes and check every one.
+///
+/// Chunks are read as they arrive, in any order (quinn's unordered reads),
+/// and checked at their offsets. An ordered reader leaves everything after
+/// the first hole in quinn's reassembly buffer, and quinn fails the
+/// connection ("too many gaps in stream buffer") when more than 1024
+/// separate spans are waiting there: with a window of FLOW_CONTROL_WINDOW
+/// and a slow start overshooting the bottleneck queue (which then drops
+/// every other datagram), that happens at the paper's BDP link.
+async fn download(conn: &quinn::Connection, n: u64) -> Result<u64, String> {
+    let (mut send, mut recv) = conn.open_bi().await.map_err(|e| e.to_string())?;
+    send.write_all(format!("GET /{n}\r\n").as_bytes())
+        .await
+        .map_err(|e| e.to_string())?;
+    send.finish().map_err(|e| e.to_string())?;
+    let mut received = Coverage::default();
+    while let Some(chunk) = recv
+        .read_chunk(PAYLOAD_CHUNK, false)
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        let (offset, bytes) = (chunk.offset, chunk.bytes);
+        if bytes.is_empty() {
+            continue;
+        }
+        let end = offset + bytes.len() as u64;
+        if end > n {
+            return Err(format!("more than {n} bytes"));
+        }
+        if bytes[..] != *payload(offset, bytes.len()) {
+            let i = (0..bytes.len())
+                .find(|&i| bytes[i] != payload_byte(offset + i as u64))
+                .unwrap_or(0);
+            return Err(format!("byte {} differs", offset + i as u64));
+        }
+        received.insert(offset, end)?;
+    }
+    match received.contiguous() {
+        Some(got) if got == n => Ok(got),
+        Some(got) => Err(format!("{got} of {n} bytes")),
+        None => Err(format!("holes in the {n} bytes")),
+    }
+}
+
+/// The byte ranges received so far, merged.
+#[derive(Default)]
+struct Coverage(std::collections::BTreeMap<u64, u64>);
+
+impl Coverage {
+    /// Add `start..end`; bytes received twice are an error.
+    fn insert(&mut self, mut start: u64, mut end: u64) -> Result<(), String> {
+        if let Some((&s, &e)) = self.0.range(..end).next_back()
+            && e > start
+        {
+            return Err(format!("bytes {start}..{end} overlap {s}..{e}"));
+        }
+        // Merge with the ranges ending at `start` and starting at `end`.
+        if let Some((&s, &e)) = self.0.range(..start).next_back()
+            && e == start
+        {
+            self.0.remove(&s);
+            start = s;
+        }
+        if let Some(e) = self.0.remove(&end) {
+            end = e;
+        }
+        self.0.insert(start, end);
+        Ok(())
+    }
+
+    /// The byte count, if the ranges are exactly `0..count`.
+    fn contiguous(&self) -> Option<u64> {
+        let mut ranges = self.0.iter();
+        match (ranges.next(), ranges.next()) {
+            (None, _) => Some(0),
+            (Some((&0, &end)), None) => Some(end),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Coverage;
+
+    #[test]
+    fn coverage_merges_ranges_received_in_any_order() {
+        let mut c = Coverage::default();
+        for (start, end) in [(20, 30), (0, 10), (40, 50), (10, 20), (30, 40)] {
+            c.insert(start, end).expect("no overlap");
+        }
+        assert_eq!(c.contiguous(), Some(50));
+    }
+
+    #[test]
+    fn coverage_reports_holes_and_overlaps() {
+        let mut c = Coverage::default();
+        c.insert(0, 10).expect("first range");
+        c.insert(20, 30).expect("after a hole");
+        assert_eq!(c.contiguous(), None);
+        assert!(c.insert(5, 15).is_err());
+        assert!(c.insert(15, 25).is_err());
+        assert!(c.insert(25, 26).is_err());
+        c.insert(10, 20).expect("fills the hole");
+        assert_eq!(c.contiguous(), Some(30));
+    }
+}

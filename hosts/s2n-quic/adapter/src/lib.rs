@@ -1,0 +1,447 @@
+//! Core QUIC host adapter for s2n-quic.
+//!
+//! s2n-quic 1.91.0 (with s2n-quic-transport and s2n-quic-core 0.91.0), with the
+//! hook patches in `hosts/s2n-quic/patches/`, calls a per-connection
+//! [`Extension`] at its routine points. This crate implements that extension
+//! on [`corequic_adapter`]: each connection gets the plugins the application
+//! chose, and every hook forwards to them, converting between s2n-quic's
+//! types and the ABI's. It depends on s2n-quic-transport only, which does no
+//! I/O; the endpoint that runs s2n-quic is `hosts/s2n-quic/endpoint`.
+//!
+//! ```no_run
+//! # use std::sync::Arc;
+//! # use corequic_runtime::{Grants, Runtime, RuntimeConfig};
+//! # fn f() -> Result<(), Box<dyn std::error::Error>> {
+//! let runtime = Arc::new(Runtime::new(RuntimeConfig::default(), corequic_s2n::capabilities())?);
+//! let padding = runtime.load_file("padding.wasm".as_ref(), &Grants::all())?;
+//! let factory = corequic_s2n::PluginFactory::new(runtime, vec![padding]);
+//! // s2n_quic::Server::builder().with_extension(factory)?...
+//! # Ok(()) }
+//! ```
+//!
+//! The application reaches a connection's plugins through s2n-quic's
+//! `Handle::extension_mut` and [`S2nPlugins::from_extension`].
+//!
+//! Time: the ABI clock counts nanoseconds of s2n-quic's own clock from the
+//! connection's creation, so plugin timers map exactly onto s2n-quic
+//! timestamps. s2n-quic's API calls carry no time, so a plugin-control call
+//! sees the time of the connection's last event, advanced by the time
+//! elapsed since.
+
+#![warn(missing_docs)]
+
+use corequic_adapter::{
+    ConnectionInfo, ConnectionPlugins, FrameRefused, SendSlot, StackConnection,
+    observed_frame_to_abi,
+};
+pub use corequic_adapter::{ConnectionReport, FrameCounts, LogSink};
+use corequic_runtime::abi::{self, FieldId, FieldRef, PluginVal, PnSpace, Routine, SendPosition};
+use corequic_runtime::{FieldSet, HostCapabilities, Plugin, PluginStats, RoutineError, Runtime};
+use s2n_quic_core::time::Timestamp;
+use s2n_quic_core::transport;
+use s2n_quic_transport::extension::{
+    Extension, ExtensionContext, ExtensionFactory, ExtensionFrame, ExtensionInfo, ObservedFrame,
+    SendContext,
+};
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The adapter's name in its log records.
+const ADAPTER: &str = "corequic-s2n";
+
+/// What the s2n-quic host supports: every routine and field; the writable
+/// fields are `sending-halted`, `congestion-window` and `ssthresh` (with the
+/// default Cubic controller), `max-tx-data` and `max-rx-data`.
+/// Packet-number fields are those of the application space only.
+pub fn capabilities() -> HostCapabilities {
+    let writable = [
+        FieldId::SendingHalted,
+        FieldId::CongestionWindow,
+        FieldId::Ssthresh,
+        FieldId::MaxTxData,
+        FieldId::MaxRxData,
+    ]
+    .into_iter()
+    .collect();
+    HostCapabilities {
+        readable: FieldSet::all(),
+        writable,
+        routines: Routine::ALL.to_vec(),
+        // s2n-quic's own parameters (dc and MTU probing extensions).
+        stack_transport_parameters: vec![0xdc_0000, 0xdc_0002],
+    }
+}
+
+/// Receives the [`ConnectionReport`] of each connection with plugins when
+/// s2n-quic frees it (after it closed): s2n-quic's API cannot reach a
+/// closed connection, so this is how a server learns its plugins' final
+/// counters. s2n-quic sends a close's code without its reason phrase, so
+/// the report's close is where the reason is.
+pub type ReportSink = Arc<dyn Fn(ConnectionReport) + Send + Sync>;
+
+/// Creates the plugins of each new connection (give it to the server or
+/// client builder with `with_extension`).
+pub struct PluginFactory {
+    runtime: Arc<Runtime>,
+    plugins: Vec<Arc<Plugin>>,
+    log: Option<LogSink>,
+    report: Option<ReportSink>,
+}
+
+impl fmt::Debug for PluginFactory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PluginFactory")
+            .field("plugins", &self.plugins.len())
+            .finish()
+    }
+}
+
+impl PluginFactory {
+    /// A factory attaching `plugins` (in this order) to every connection.
+    pub fn new(runtime: Arc<Runtime>, plugins: Vec<Arc<Plugin>>) -> Self {
+        PluginFactory {
+            runtime,
+            plugins,
+            log: None,
+            report: None,
+        }
+    }
+
+    /// Where each connection's final [`ConnectionReport`] goes.
+    pub fn report_sink(mut self, sink: ReportSink) -> Self {
+        self.report = Some(sink);
+        self
+    }
+
+    /// Where log records go (by default they are dropped).
+    pub fn log_sink(mut self, sink: LogSink) -> Self {
+        self.log = Some(sink);
+        self
+    }
+}
+
+impl ExtensionFactory for PluginFactory {
+    fn new_extension(&mut self, info: &ExtensionInfo) -> Option<Box<dyn Extension>> {
+        let connection = ConnectionInfo {
+            is_server: info.is_server,
+            // A client does not know its local address yet.
+            local: (!info.local_address.ip().is_unspecified()).then_some(info.local_address),
+            remote: info.remote_address,
+        };
+        let plugins = ConnectionPlugins::new(
+            ADAPTER,
+            &self.runtime,
+            &self.plugins,
+            connection,
+            self.log.clone(),
+        )?;
+        Some(Box::new(S2nPlugins {
+            plugins,
+            epoch: info.now,
+            last_hook: None,
+            report: self.report.clone(),
+        }))
+    }
+}
+
+/// The plugins of one s2n-quic connection: s2n-quic's extension.
+pub struct S2nPlugins {
+    plugins: ConnectionPlugins,
+    /// The ABI epoch: when the extension was created.
+    epoch: Timestamp,
+    /// The connection time of the last hook, and the moment it ran.
+    last_hook: Option<(Timestamp, std::time::Instant)>,
+    report: Option<ReportSink>,
+}
+
+impl Drop for S2nPlugins {
+    fn drop(&mut self) {
+        if let Some(report) = &self.report {
+            report(self.plugins.report());
+        }
+    }
+}
+
+/// s2n-quic's connection during one hook.
+struct S2n<'a> {
+    cx: &'a mut ExtensionContext,
+    epoch: Timestamp,
+}
+
+/// A value for s2n-quic's congestion controllers, which count in u32
+/// bytes: a larger value is refused, never clamped (CQ-FIELD-8).
+fn controller_bytes(field: FieldId, v: u64) -> Result<u32, abi::Error> {
+    u32::try_from(v).map_err(|_| {
+        abi::Error::InvalidArgument(format!(
+            "{}: s2n-quic's congestion controller holds at most {} bytes, not {v}",
+            field.name(),
+            u32::MAX
+        ))
+    })
+}
+
+impl StackConnection for S2n<'_> {
+    fn now(&self) -> u64 {
+        corequic_adapter::duration_ns(&self.cx.now.saturating_duration_since(self.epoch))
+    }
+
+    fn get_field(&mut self, field: FieldRef) -> Result<PluginVal, abi::Error> {
+        let cx = &*self.cx;
+        let id = field.id;
+        if matches!(
+            id,
+            FieldId::NextPacketNumber | FieldId::LargestAcked | FieldId::LargestReceived
+        ) && matches!(field.space, Some(PnSpace::Initial | PnSpace::Handshake))
+        {
+            return Err(abi::Error::NotFound(format!(
+                "s2n-quic shows {} of the application space only",
+                id.name()
+            )));
+        }
+        let (max_tx, tx, max_rx, rx) = cx.flow_control;
+        let opt = |v: Option<u64>| v.map_or(PluginVal::None, PluginVal::U64);
+        Ok(match id {
+            FieldId::Version => PluginVal::U32(cx.version),
+            FieldId::IsEstablished => PluginVal::Bool(cx.is_established),
+            FieldId::MaxTxData => PluginVal::U64(max_tx),
+            FieldId::TxData => PluginVal::U64(tx),
+            FieldId::MaxRxData => PluginVal::U64(max_rx),
+            FieldId::RxData => PluginVal::U64(rx),
+            FieldId::MaxSendUdpPayload | FieldId::MaxDatagramSize => {
+                PluginVal::U64(u64::from(cx.max_datagram_size))
+            }
+            FieldId::PeerAddress => PluginVal::from(cx.remote_address),
+            FieldId::LocalAddress => PluginVal::from(cx.local_address),
+            FieldId::IdleTimeout => PluginVal::from(cx.idle_timeout.unwrap_or_default()),
+            FieldId::NextPacketNumber => PluginVal::U64(cx.next_packet_number),
+            FieldId::LargestAcked => opt(cx.largest_acked),
+            FieldId::LargestReceived => opt(cx.largest_received),
+            FieldId::LatestRtt => PluginVal::from(cx.latest_rtt),
+            FieldId::SmoothedRtt => PluginVal::from(cx.smoothed_rtt),
+            FieldId::MinRtt => PluginVal::from(cx.min_rtt),
+            FieldId::Rttvar => PluginVal::from(cx.rttvar),
+            FieldId::MaxAckDelay => PluginVal::from(cx.max_ack_delay),
+            FieldId::PtoCount => PluginVal::U32(cx.pto_count),
+            FieldId::BytesInFlight => PluginVal::U64(u64::from(cx.bytes_in_flight)),
+            FieldId::CongestionWindow => PluginVal::U64(u64::from(cx.congestion_window)),
+            FieldId::Ssthresh => opt(cx.ssthresh.map(u64::from)),
+            FieldId::IsServer | FieldId::SendingHalted => {
+                return Err(abi::Error::Failed("answered by the adapter core".into()));
+            }
+        })
+    }
+
+    fn set_congestion_window(&mut self, bytes: u64) -> Result<bool, abi::Error> {
+        let bytes = controller_bytes(FieldId::CongestionWindow, bytes)?;
+        self.cx.set_congestion_window(bytes);
+        Ok(true)
+    }
+
+    fn set_ssthresh(&mut self, bytes: Option<u64>) -> Result<bool, abi::Error> {
+        // The controller's threshold cannot be cleared.
+        let Some(bytes) = bytes else { return Ok(false) };
+        let bytes = controller_bytes(FieldId::Ssthresh, bytes)?;
+        self.cx.set_ssthresh(bytes);
+        Ok(true)
+    }
+
+    fn set_flow_limit(&mut self, field: FieldId, max: u64) -> Result<bool, abi::Error> {
+        // s2n-quic's connection-level limits live in the 1-RTT space's
+        // stream manager, which the handshake creates.
+        if !self.cx.flow_limits_writable() {
+            return Err(abi::Error::Unsupported(format!(
+                "s2n-quic writes {} once its 1-RTT packet space exists, not during the handshake",
+                field.name()
+            )));
+        }
+        Ok(match field {
+            FieldId::MaxTxData => self.cx.set_max_tx_data(max),
+            _ => self.cx.set_max_rx_data(max),
+        })
+    }
+
+    fn ping(&mut self) -> Result<(), abi::Error> {
+        self.cx.ping();
+        Ok(())
+    }
+
+    fn close(&mut self, error_code: u64, reason: &str) {
+        self.cx.close(error_code, reason.as_bytes().to_vec().into());
+    }
+}
+
+fn send_slot(ctx: &SendContext) -> SendSlot {
+    use s2n_quic_transport::extension::SendPosition as S2nPosition;
+    SendSlot {
+        packet_number: ctx.packet_number,
+        position: match ctx.position {
+            S2nPosition::First => SendPosition::First,
+            S2nPosition::AfterAck => SendPosition::AfterAck,
+            S2nPosition::End => SendPosition::End,
+        },
+        room: ctx.room,
+        in_flight: ctx.in_flight,
+    }
+}
+
+impl S2nPlugins {
+    /// The connection view of one hook; remembers when it ran, for
+    /// [`S2nPlugins::plugin_control`].
+    fn stack<'a>(&mut self, cx: &'a mut ExtensionContext) -> S2n<'a> {
+        self.last_hook = Some((cx.now, std::time::Instant::now()));
+        S2n {
+            cx,
+            epoch: self.epoch,
+        }
+    }
+
+    /// The plugins of a connection, from its extension (`None` when the
+    /// extension is not this adapter's).
+    pub fn from_extension(ext: &mut dyn Extension) -> Option<&mut S2nPlugins> {
+        ext.as_any_mut().downcast_mut::<S2nPlugins>()
+    }
+
+    /// Call plugin-control `id` (the application side of the ABI).
+    pub fn plugin_control(
+        &mut self,
+        cx: &mut ExtensionContext,
+        id: u64,
+        args: &[PluginVal],
+    ) -> Result<Vec<PluginVal>, RoutineError> {
+        // s2n-quic's API calls carry no time: `cx.now` is the time of the
+        // connection's last event, which on an idle connection is long past.
+        // Advance it by the time elapsed since that hook ran, so the plugin
+        // sees the current time (a probe is timed from this call).
+        if let Some((at, instant)) = self.last_hook {
+            let now = at + instant.elapsed();
+            if now > cx.now {
+                cx.now = now;
+            }
+        }
+        let mut stack = self.stack(cx);
+        self.plugins.plugin_control(&mut stack, id, args)
+    }
+
+    /// Per-plugin counters of this connection.
+    pub fn stats(&self) -> Vec<PluginStats> {
+        self.plugins.stats()
+    }
+
+    /// Plugin frames of `frame_type` written, acknowledged and lost.
+    pub fn frame_counts(&self, frame_type: u64) -> FrameCounts {
+        self.plugins.frame_counts(frame_type)
+    }
+}
+
+impl Extension for S2nPlugins {
+    fn transport_parameters(&mut self) -> Vec<(u64, Vec<u8>)> {
+        self.plugins.transport_parameters()
+    }
+
+    fn decode_transport_parameter(
+        &mut self,
+        cx: &mut ExtensionContext,
+        id: u64,
+        value: &[u8],
+    ) -> Result<(), transport::Error> {
+        let mut stack = self.stack(cx);
+        // s2n-quic's close reasons are static: the detail goes to the log
+        // and to the connection's report.
+        self.plugins
+            .decode_transport_parameter(&mut stack, id, value)
+            .map_err(|_| {
+                transport::Error::TRANSPORT_PARAMETER_ERROR.with_reason("refused by a plugin")
+            })
+    }
+
+    fn wants_to_send(&mut self, cx: &mut ExtensionContext, ctx: &SendContext) -> bool {
+        let mut stack = self.stack(cx);
+        self.plugins.wants_to_send(&mut stack, &send_slot(ctx))
+    }
+
+    fn write_frames(
+        &mut self,
+        cx: &mut ExtensionContext,
+        ctx: &SendContext,
+        buf: &mut Vec<u8>,
+        frames: &mut Vec<ExtensionFrame>,
+    ) {
+        let mut stack = self.stack(cx);
+        self.plugins
+            .write_frames(&mut stack, &send_slot(ctx), buf, |f| {
+                frames.push(ExtensionFrame {
+                    frame_type: f.frame_type,
+                    tag: f.tag,
+                    ack_eliciting: f.ack_eliciting,
+                    in_flight: f.in_flight,
+                })
+            });
+    }
+
+    fn on_frames(&mut self, cx: &mut ExtensionContext, frames: &[ExtensionFrame], acked: bool) {
+        let mut stack = self.stack(cx);
+        let frames = frames.iter().map(|f| (f.frame_type, f.tag));
+        self.plugins.on_frames(&mut stack, frames, acked);
+    }
+
+    fn process_frame(
+        &mut self,
+        cx: &mut ExtensionContext,
+        frame_type: u64,
+        payload: &[u8],
+        packet_number: u64,
+    ) -> Result<usize, transport::Error> {
+        let mut stack = self.stack(cx);
+        // s2n-quic's reasons are static: the detail is in the log.
+        self.plugins
+            .process_frame(&mut stack, frame_type, payload, packet_number)
+            .map_err(|refused| match refused {
+                FrameRefused::Unknown => {
+                    transport::Error::FRAME_ENCODING_ERROR.with_reason("invalid frame")
+                }
+                FrameRefused::Encoding(_) => {
+                    transport::Error::FRAME_ENCODING_ERROR.with_reason("plugin frame")
+                }
+                FrameRefused::Violation(_) => {
+                    transport::Error::PROTOCOL_VIOLATION.with_reason("plugin frame")
+                }
+            })
+    }
+
+    fn observes_frame(&mut self, frame_type: u64) -> bool {
+        self.plugins.observes_frame(frame_type)
+    }
+
+    fn observe_frame(
+        &mut self,
+        cx: &mut ExtensionContext,
+        frame: &ObservedFrame,
+        after: bool,
+        packet_number: u64,
+    ) {
+        let frame = observed_frame_to_abi!(ObservedFrame, frame);
+        let mut stack = self.stack(cx);
+        self.plugins
+            .observe_frame(&mut stack, frame, after, packet_number);
+    }
+
+    fn next_timeout(&mut self) -> Option<Timestamp> {
+        let ns = self.plugins.next_timeout()?;
+        self.epoch.checked_add(Duration::from_nanos(ns))
+    }
+
+    fn on_timeout(&mut self, cx: &mut ExtensionContext) {
+        let mut stack = self.stack(cx);
+        self.plugins.on_timeout(&mut stack);
+    }
+
+    fn sending_halted(&mut self) -> bool {
+        self.plugins.sending_halted()
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}

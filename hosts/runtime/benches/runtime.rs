@@ -5,11 +5,11 @@
 //!
 //! Needs the plugin components: `make bench` builds them first.
 
+use corequic_mock::{MockPair, get_varint, put_varint};
 use corequic_runtime::abi::{
     FieldId, FieldRef, Frame, FrameOutcome, PacketType, PluginVal, PnSpace, RxContext, SendContext,
     SendPosition,
 };
-use corequic_runtime::mock::{MockPair, get_varint, put_varint};
 use corequic_runtime::{
     Grants, HostCapabilities, HostConnection, Runtime, RuntimeConfig, WrittenFrame,
 };

@@ -18,8 +18,8 @@
 //! # Ok(()) }
 //! ```
 //!
-//! [`mock`] is an in-memory host connection running the paper's send loop,
-//! for tests and benchmarks.
+//! `corequic-mock` (`hosts/mock`) is an in-memory host connection running
+//! the paper's send loop, for the runtime's tests and benchmarks.
 
 #![warn(missing_docs)]
 
@@ -30,7 +30,6 @@ mod deadline;
 mod error;
 mod frames;
 mod host;
-pub mod mock;
 mod runtime;
 mod set;
 mod state;

@@ -26,11 +26,11 @@
 mod common;
 
 use common::{MS, MTU, plugin, plugin_path, runtime};
+use corequic_mock::{MockPair, stream_byte};
 use corequic_runtime::Grants;
 use corequic_runtime::LogRecord;
 use corequic_runtime::abi::PLUGIN_FAILURE_ERROR_CODE;
 use corequic_runtime::config::MAX_LOG_BYTES;
-use corequic_runtime::mock::{MockPair, stream_byte};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence};
 use std::path::{Path, PathBuf};

@@ -3,8 +3,8 @@
 mod common;
 
 use common::*;
+use corequic_mock::{FRAME_ENCODING_ERROR, HEADER_LEN, TAG_LEN};
 use corequic_runtime::abi::{FieldId, PluginVal, SendPosition};
-use corequic_runtime::mock::{FRAME_ENCODING_ERROR, HEADER_LEN, TAG_LEN};
 use corequic_runtime::{Grants, LoadError, Plugin, PluginSet, Runtime};
 
 /// Stacks move connections between threads (quinn, s2n-quic).
@@ -174,7 +174,7 @@ fn precompiled_artifacts_are_cached_on_disk_and_rebuilt_when_bad() {
         .expect("mtime");
     assert_eq!(written, again, "the artifact was reused, not rewritten");
     let mut set = rt.connection(&[probe]).expect("attach");
-    let mut conn = corequic_runtime::mock::MockPair::new(&rt, &[], &[], MTU, MS)
+    let mut conn = corequic_mock::MockPair::new(&rt, &[], &[], MTU, MS)
         .expect("pair")
         .client
         .conn;

@@ -105,7 +105,7 @@ fn an_ack_only_packet_under_a_full_window_gets_padding_but_no_in_flight_frame() 
 fn padding_toggles_through_plugin_control() {
     let mut p = pair(&[], &["padding"]);
     p.handshake();
-    let control = |p: &mut corequic_runtime::mock::MockPair, on: bool| {
+    let control = |p: &mut corequic_mock::MockPair, on: bool| {
         p.server
             .plugins
             .plugin_control(&mut p.server.conn, PADDING_TOGGLE, &[PluginVal::Bool(on)])
@@ -173,7 +173,7 @@ fn probe_returns_the_path_latency_through_plugin_control() {
     assert_eq!(ns, 2 * p.one_way_delay);
 }
 
-fn bdp_pair(window: u64) -> corequic_runtime::mock::MockPair {
+fn bdp_pair(window: u64) -> corequic_mock::MockPair {
     let mut p = pair(&["bdp"], &["bdp"]);
     // plugin-control runs before the plugin is enabled (before negotiation).
     let r = p.client.plugins.plugin_control(
@@ -261,7 +261,7 @@ fn bdp_refuses_an_absurd_window() {
 /// Run until the client's BDP frame is acknowledged; check that the server
 /// kept its window and both sides stayed open, and return the server's
 /// warning `message`.
-fn bdp_window_kept(p: &mut corequic_runtime::mock::MockPair, message: &str) -> LogRecord {
+fn bdp_window_kept(p: &mut corequic_mock::MockPair, message: &str) -> LogRecord {
     let initial = p.server.conn.cwnd;
     assert!(p.run_until(5_000 * MS, |p| {
         p.client.plugin_frames_acked.contains_key(&FRAME_BDP)
@@ -370,7 +370,7 @@ fn log_frame_describes_every_plugin_frame_sent_and_received() {
             .unwrap_or(0)
             >= 4
     }));
-    let described = |ep: &corequic_runtime::mock::MockEndpoint, message: &str| -> Vec<String> {
+    let described = |ep: &corequic_mock::MockEndpoint, message: &str| -> Vec<String> {
         ep.conn
             .logs
             .iter()

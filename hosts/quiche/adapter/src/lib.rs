@@ -292,7 +292,7 @@ impl Extension for QuichePlugins {
         self.plugins.transport_parameters()
     }
 
-    fn on_peer_transport_parameter(
+    fn decode_transport_parameter(
         &mut self,
         cx: &mut ExtensionContext<'_>,
         id: u64,
@@ -328,9 +328,9 @@ impl Extension for QuichePlugins {
             });
     }
 
-    fn on_frame(&mut self, cx: &mut ExtensionContext<'_>, frame: &ExtensionFrame, acked: bool) {
+    fn on_frames(&mut self, cx: &mut ExtensionContext<'_>, frames: &[ExtensionFrame], acked: bool) {
         let mut stack = self.stack(cx);
-        let frames = [(frame.frame_type, frame.tag)];
+        let frames = frames.iter().map(|f| (f.frame_type, f.tag));
         self.plugins.on_frames(&mut stack, frames, acked);
     }
 

@@ -381,7 +381,7 @@ impl Extension for QuinnPlugins {
             .observe_frame(&mut stack, frame, after, packet_number);
     }
 
-    fn next_timeout(&mut self) -> Option<Instant> {
+    fn next_timeout(&self) -> Option<Instant> {
         let ns = self.plugins.next_timeout()?;
         Some(self.epoch + Duration::from_nanos(ns))
     }
@@ -391,7 +391,7 @@ impl Extension for QuinnPlugins {
         self.plugins.on_timeout(&mut stack);
     }
 
-    fn sending_halted(&mut self) -> bool {
+    fn sending_halted(&self) -> bool {
         self.plugins.sending_halted()
     }
 

@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use corequic_runtime::mock::MockPair;
+use corequic_mock::MockPair;
 use corequic_runtime::{Grants, HostCapabilities, Plugin, Runtime, RuntimeConfig};
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};

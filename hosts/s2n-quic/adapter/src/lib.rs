@@ -427,7 +427,7 @@ impl Extension for S2nPlugins {
             .observe_frame(&mut stack, frame, after, packet_number);
     }
 
-    fn next_timeout(&mut self) -> Option<Timestamp> {
+    fn next_timeout(&self) -> Option<Timestamp> {
         let ns = self.plugins.next_timeout()?;
         self.epoch.checked_add(Duration::from_nanos(ns))
     }
@@ -437,7 +437,7 @@ impl Extension for S2nPlugins {
         self.plugins.on_timeout(&mut stack);
     }
 
-    fn sending_halted(&mut self) -> bool {
+    fn sending_halted(&self) -> bool {
         self.plugins.sending_halted()
     }
 

@@ -4,8 +4,8 @@
 //!
 //! Usage: `demo [PLUGIN_DIR]` (default `build/plugins`).
 
+use corequic_mock::MockPair;
 use corequic_runtime::abi::PluginVal;
-use corequic_runtime::mock::MockPair;
 use corequic_runtime::{Grants, HostCapabilities, Runtime, RuntimeConfig};
 use std::path::PathBuf;
 use std::process::ExitCode;

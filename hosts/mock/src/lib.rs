@@ -12,14 +12,15 @@
 //! Wire format of a mock packet: one header byte (0x40), a 4-byte packet
 //! number, RFC 9000 frames, then 16 zero bytes standing in for the AEAD tag.
 
-use crate::abi::{
+#![warn(missing_docs)]
+
+use corequic_runtime::abi::{
     AckFrame, Anchor, Error, ExtFrame, FieldId, FieldRef, Frame, FrameOutcome, PacketType,
     PluginVal, PnSpace, RxContext, SendContext, SendPosition, StreamFrame,
 };
-use crate::error::LoadError;
-use crate::host::{HostConnection, LogRecord};
-use crate::runtime::{FieldSet, Plugin, Runtime};
-use crate::set::{PluginSet, WrittenFrame};
+use corequic_runtime::{
+    FieldSet, HostConnection, LoadError, LogRecord, Plugin, PluginSet, Runtime, WrittenFrame,
+};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
@@ -177,8 +178,8 @@ impl HostConnection for MockConnection {
             FieldId::RxData => PluginVal::U64(self.rx_data),
             FieldId::MaxSendUdpPayload | FieldId::MaxDatagramSize => PluginVal::U64(self.mtu),
             FieldId::LocalAddress | FieldId::PeerAddress => {
-                PluginVal::SocketAddr(crate::abi::SocketAddr {
-                    ip: crate::abi::IpAddr::V4((127, 0, 0, 1)),
+                PluginVal::SocketAddr(corequic_runtime::abi::SocketAddr {
+                    ip: corequic_runtime::abi::IpAddr::V4((127, 0, 0, 1)),
                     port: if self.is_server == (field.id == FieldId::LocalAddress) {
                         4433
                     } else {

@@ -31,7 +31,7 @@ C_LINK_FLAGS := -mexec-model=reactor -nostartfiles -Wl,--no-entry -Wl,--strip-al
 # Host-side packages (everything but the wasm plugin crates).
 HOST_PACKAGES := -p corequic-runtime -p corequic-mock -p corequic-sdk -p xtask -p corequic-adapter -p corequic-endpoint -p corequic-quinn -p corequic-quinn-endpoint -p corequic-quiche -p corequic-quiche-endpoint -p corequic-s2n -p corequic-s2n-endpoint -p corequic-interop -p corequic-conformance -p corequic-book -p corequic-registry
 
-.PHONY: all setup patches test-upstream plugins c-plugins wit-doc check-wit-doc fmt-check lint test bench bench-pluginop demo interop interop-build interop-test conformance conformance-claims chaos fuzz paper perf browser sizes docs docs-check check-registry clean
+.PHONY: all setup patches patch-check test-upstream plugins c-plugins wit-doc check-wit-doc fmt-check lint test bench bench-pluginop demo interop interop-build interop-test conformance conformance-claims chaos fuzz paper perf browser sizes docs docs-check check-registry clean
 
 all: plugins
 
@@ -56,26 +56,31 @@ setup:
 	fi
 
 ## patches: pristine pinned upstream crates + our hook patches, in build/patched
-## (the workspace's [patch.crates-io] points there, so this runs before any cargo).
+## (the workspace's [patch.crates-io] points there, so this runs before any
+## cargo). Every hosts/<host>/patches/<crate>/ is a series, applied to the
+## crate's pin, which is written once: Cargo.toml's [workspace.dependencies].
 PATCHED := build/patched
 S2N_UPSTREAM := build/s2n-upstream
+PATCH_SERIES := $(sort $(wildcard hosts/*/patches/*/))
+pin = $(shell sed -n 's/^$(1) = {[^}]*version = "=\([^"]*\)".*/\1/p' Cargo.toml)
 patches:
-	@tools/patch-crate.sh quinn-proto 0.11.19 hosts/quinn/patches/quinn-proto $(PATCHED)
-	@tools/patch-crate.sh quinn 0.11.12 hosts/quinn/patches/quinn $(PATCHED)
-	@tools/patch-crate.sh s2n-quic-core 0.91.0 hosts/s2n-quic/patches/s2n-quic-core $(PATCHED)
-	@tools/patch-crate.sh s2n-quic-transport 0.91.0 hosts/s2n-quic/patches/s2n-quic-transport $(PATCHED)
-	@tools/patch-crate.sh s2n-quic 1.91.0 hosts/s2n-quic/patches/s2n-quic $(PATCHED)
-	@tools/patch-crate.sh quiche 0.30.0 hosts/quiche/patches/quiche $(PATCHED)
+	@$(foreach d,$(PATCH_SERIES),tools/patch-crate.sh $(notdir $(d:/=)) "$(call pin,$(notdir $(d:/=)))" $(d:/=) $(PATCHED) &&) true
+
+## patch-check: build/patched is exactly pin + series for every crate, each
+## series has its pin and [patch.crates-io] entry, hosts.toml agrees
+## (`xtask patch edit|save HOST` is the workflow: hosts/README.md).
+patch-check: setup patches
+	$(CARGO) run -q -p xtask -- patch check
 
 ## test-upstream: the patched stacks' own test suites (no plugins loaded).
 test-upstream: setup patches
-	$(CARGO) test -q --target-dir $(TARGET_DIR) --manifest-path $(PATCHED)/quinn-proto-0.11.19/Cargo.toml
-	$(CARGO) test -q --lib --target-dir $(TARGET_DIR) --manifest-path $(PATCHED)/quiche-0.30.0/Cargo.toml
+	$(CARGO) test -q --target-dir $(TARGET_DIR) --manifest-path $(PATCHED)/quinn-proto/Cargo.toml
+	$(CARGO) test -q --lib --target-dir $(TARGET_DIR) --manifest-path $(PATCHED)/quiche/Cargo.toml
 	@# s2n-quic's event snapshots are found relative to its monorepo layout
 	@# (quic/<crate>), so its crates are tested from copies laid out that way.
 	rm -rf $(S2N_UPSTREAM) && mkdir -p $(S2N_UPSTREAM)/quic
-	cp -r $(PATCHED)/s2n-quic-core-0.91.0 $(S2N_UPSTREAM)/quic/s2n-quic-core
-	cp -r $(PATCHED)/s2n-quic-transport-0.91.0 $(S2N_UPSTREAM)/quic/s2n-quic-transport
+	cp -r $(PATCHED)/s2n-quic-core $(S2N_UPSTREAM)/quic/s2n-quic-core
+	cp -r $(PATCHED)/s2n-quic-transport $(S2N_UPSTREAM)/quic/s2n-quic-transport
 	printf '[workspace]\nresolver = "2"\nmembers = ["quic/s2n-quic-core", "quic/s2n-quic-transport"]\n\n[patch.crates-io]\ns2n-quic-core = { path = "quic/s2n-quic-core" }\n' > $(S2N_UPSTREAM)/Cargo.toml
 	cd $(S2N_UPSTREAM) && $(CARGO) test -q --lib --target-dir $(abspath $(TARGET_DIR)) -p s2n-quic-transport --features s2n-quic-core/testing
 	cd $(S2N_UPSTREAM) && $(CARGO) test -q --lib --target-dir $(abspath $(TARGET_DIR)) -p s2n-quic-core --features testing recovery::
@@ -141,7 +146,7 @@ lint: setup patches
 	$(CARGO) clippy --target $(WASM_TARGET) $(foreach p,$(ALL_PLUGINS),-p plugin-$(p)) -- -D warnings
 
 ## test: build everything and run every test.
-test: plugins check-wit-doc check-registry fmt-check lint test-upstream
+test: plugins patch-check check-wit-doc check-registry fmt-check lint test-upstream
 	$(CARGO) test $(HOST_PACKAGES)
 	$(MAKE) --no-print-directory interop-test
 	$(MAKE) --no-print-directory conformance

@@ -5,10 +5,11 @@
 #
 # Takes the pristine source of CRATE VERSION from the cargo registry (fetching
 # it from crates.io if it is not cached; cargo verifies its checksum), unpacks
-# it into OUT_DIR/CRATE-VERSION, and applies PATCH_DIR/*.patch in name order.
-# The workspace's [patch.crates-io] points at the result. Nothing here is
+# it into OUT_DIR/CRATE, and applies PATCH_DIR/*.patch in name order. The
+# workspace's [patch.crates-io] points at the result. Nothing here is
 # committed: OUT_DIR is git-ignored. A patch that does not apply fails the
-# build loudly. The result is reused while the patches are unchanged.
+# build loudly. The result is reused while the pin, the archive and the
+# patches are unchanged (`xtask patch check` also catches hand edits).
 set -euo pipefail
 
 if [ $# -ne 4 ]; then
@@ -16,15 +17,11 @@ if [ $# -ne 4 ]; then
   exit 2
 fi
 crate=$1 version=$2 patch_dir=$3 out_dir=$4
-dest="$out_dir/$crate-$version"
+dest="$out_dir/$crate"
 cargo_home=${CARGO_HOME:-$HOME/.cargo}
 
 shopt -s nullglob
 patches=("$patch_dir"/*.patch)
-stamp_value=$( { echo "$crate $version"; cat "${patches[@]}" /dev/null; } | sha256sum | cut -d' ' -f1)
-if [ -f "$dest/.corequic-patched" ] && [ "$(cat "$dest/.corequic-patched")" = "$stamp_value" ]; then
-  exit 0
-fi
 
 find_archive() {
   # The registry cache does not exist on a fresh machine: not an error.
@@ -58,9 +55,15 @@ if [ -z "$archive" ]; then
   exit 1
 fi
 
+stamp_value=$( { echo "$crate $version"; sha256sum < "$archive"; cat "${patches[@]}" /dev/null; } | sha256sum | cut -d' ' -f1)
+if [ -f "$dest/.corequic-patched" ] && [ "$(cat "$dest/.corequic-patched")" = "$stamp_value" ]; then
+  exit 0
+fi
+
 mkdir -p "$out_dir"
-rm -rf "$dest"
+rm -rf "$dest" "$out_dir/$crate-$version"
 tar -xzf "$archive" -C "$out_dir"
+mv "$out_dir/$crate-$version" "$dest"
 for p in "${patches[@]}"; do
   if ! patch -d "$dest" -p1 --forward --batch --quiet < "$p"; then
     echo "error: $p does not apply to $crate $version" >&2

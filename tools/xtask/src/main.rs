@@ -15,7 +15,10 @@
 //!   `plugin` world (`plugin.h`, `plugin.c` and `plugin_component_type.o`)
 //!   for plugins written in C, and `plugin_abi_version.h`, which defines
 //!   `COREQUIC_ABI_VERSION` as the package's version for their manifests.
+//! * `patch edit <host>`, `patch save <host>` and `patch check`: the hosts'
+//!   patch workflow ([`patch`]).
 
+mod patch;
 mod witdoc;
 
 use anyhow::{Context, Result, bail};
@@ -68,8 +71,21 @@ fn run() -> Result<()> {
             check_releases(Path::new(wit), Path::new(releases))
         }
         ["c-bindings", wit, out] => c_bindings(Path::new(wit), Path::new(out)),
+        ["patch", "edit", host] => patch::edit(Path::new("."), host),
+        ["patch", "save", host] => patch::save(Path::new("."), host),
+        ["patch", "check"] => {
+            let problems = patch::check(Path::new("."))?;
+            if !problems.is_empty() {
+                bail!(
+                    "the patched crates are not pin + series:\n  {}",
+                    problems.join("\n  ")
+                );
+            }
+            println!("build/patched is pin + series for every patched crate");
+            Ok(())
+        }
         _ => bail!(
-            "usage: xtask componentize <core.wasm> <out.wasm>\n       xtask c-bindings <wit-dir> <out-dir>\n       xtask wit-doc [--check] <wit-dir> <out.md>\n       xtask registry --check <registry.toml>\n       xtask releases --check <wit-dir> <releases-dir>"
+            "usage: xtask componentize <core.wasm> <out.wasm>\n       xtask c-bindings <wit-dir> <out-dir>\n       xtask wit-doc [--check] <wit-dir> <out.md>\n       xtask registry --check <registry.toml>\n       xtask releases --check <wit-dir> <releases-dir>\n       xtask patch edit|save <host>\n       xtask patch check"
         ),
     }
 }

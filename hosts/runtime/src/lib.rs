@@ -30,6 +30,7 @@ mod deadline;
 mod error;
 mod frames;
 mod host;
+mod limits;
 mod runtime;
 mod set;
 mod state;

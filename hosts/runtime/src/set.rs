@@ -15,6 +15,7 @@ use crate::config::{
 };
 use crate::error::{CloseRequest, Fault, FaultKind, LoadError, RoutineError};
 use crate::host::{HostConnection, LogRecord, truncate_log_text};
+use crate::limits::GrowthRefused;
 use crate::runtime::{Plugin, PluginInfo, Runtime};
 use crate::state::{InBufRep, OutBufRep, PluginState, Scope};
 use std::collections::HashMap;
@@ -148,11 +149,9 @@ pub(crate) fn classify(err: &wasmtime::Error) -> FaultKind {
     if err.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::Interrupt) {
         return FaultKind::Deadline;
     }
-    let text = format!("{err:?}");
-    if text.contains("growing memory") || text.contains("memory growth") {
-        FaultKind::Memory
-    } else {
-        FaultKind::Trap
+    match err.downcast_ref::<GrowthRefused>() {
+        Some(refused) if refused.memory => FaultKind::Memory,
+        _ => FaultKind::Trap,
     }
 }
 

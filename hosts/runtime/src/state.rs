@@ -14,11 +14,11 @@ use crate::config::{
     MAX_RANDOM_BYTES, RuntimeConfig,
 };
 use crate::host::{HostConnection, LogRecord, truncate_log_text};
+use crate::limits::PluginLimits;
 use crate::runtime::PluginInfo;
 use crate::set::PluginSet;
 use std::sync::Arc;
 use wasmtime::component::Resource;
-use wasmtime::{StoreLimits, StoreLimitsBuilder};
 
 /// Host-side representation of an `out-buf` handle (the bytes live in
 /// [`PluginState`]; at most one buffer is lent per call).
@@ -46,7 +46,7 @@ unsafe impl Send for Scope {}
 pub(crate) struct PluginState {
     pub(crate) info: Option<Arc<PluginInfo>>,
     pub(crate) index: usize,
-    pub(crate) limits: StoreLimits,
+    pub(crate) limits: PluginLimits,
     pub(crate) scope: Option<Scope>,
     pub(crate) out: Vec<u8>,
     pub(crate) out_capacity: usize,
@@ -106,14 +106,7 @@ impl PluginState {
         PluginState {
             info,
             index,
-            limits: StoreLimitsBuilder::new()
-                .memory_size(config.max_memory_bytes)
-                .instances(8)
-                .tables(8)
-                .memories(2)
-                .table_elements(10_000)
-                .trap_on_grow_failure(true)
-                .build(),
+            limits: PluginLimits::new(config.max_memory_bytes),
             scope: None,
             out: Vec::new(),
             out_capacity: 0,

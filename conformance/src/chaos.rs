@@ -25,7 +25,7 @@ const SEED_MARKER: &[u8; 8] = b"CQCHAOS!";
 /// The chaos plugin's control, called once by the embedder.
 const CHAOS_CONTROL: u64 = 0x3c_0001;
 /// The test name of the endpoint contract the runs use.
-const TEST_NAME: &str = "conformance";
+const TEST_NAME: &str = corequic_contract::CONFORMANCE_TEST;
 
 /// What a chaos run takes.
 #[derive(Debug, Clone)]

@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The endpoint test name of every kit run (ENDPOINT.md).
-pub const TEST_NAME: &str = "conformance";
+pub const TEST_NAME: &str = corequic_contract::CONFORMANCE_TEST;
 /// Default download size of a case.
 pub const DEFAULT_SIZE: u64 = 100_000;
 /// Default endpoint timeout of a case, seconds.
@@ -83,13 +83,12 @@ fn read_json(path: &Path) -> Option<serde_json::Value> {
 /// plugins before it serves anything.
 fn run_load_only(target: &Target, case: &LoadedCase, folder: &Path) -> Vec<Check> {
     let timeout = case.case.timeout_seconds.clamp(1, DEFAULT_TIMEOUT);
-    let port = corequic_interop::execute::free_udp_port().unwrap_or(4433);
     let stats = folder.join("subject.json");
     let mut args: Vec<String> = [
         "--role",
         "server",
         "--addr",
-        &format!("127.0.0.1:{port}"),
+        "127.0.0.1:0",
         "--test",
         TEST_NAME,
         "--stats",

@@ -6,21 +6,10 @@ use crate::link::{DatagramRecord, Direction, Fate, LinkParams};
 use std::time::Duration;
 
 /// Every test case, in matrix order (ENDPOINT.md).
-pub const TESTS: &[&str] = &[
-    "transfer",
-    "padding",
-    "padding-one-sided",
-    "probe",
-    "bdp",
-    "dummy",
-    "dummy+padding",
-    "ack-logger",
-    "ack-logger-c",
-    "hostile",
-];
+pub use corequic_contract::MATRIX_TESTS as TESTS;
 
 /// The test cases of the paper matrix.
-pub const PAPER_TESTS: &[&str] = &["padding", "bdp", "dummy+padding"];
+pub use corequic_contract::PAPER_TESTS;
 
 /// Shortest inter-departure pause counted as a padding halt, ms.
 pub const HALT_MS_MIN: f64 = 2.0;

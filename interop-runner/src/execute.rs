@@ -4,9 +4,11 @@ use crate::hosts::Host;
 use crate::link::{DatagramRecord, LinkParams, Relay, trace_csv};
 use serde::Deserialize;
 use std::fs::File;
-use std::net::{SocketAddr, UdpSocket};
+use std::io::{BufRead, BufReader, Write};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 /// The plugins and plugin-control calls of one side.
@@ -183,7 +185,8 @@ pub struct RunOutcome {
 impl RunOutcome {
     /// Whether an endpoint answered "unsupported" (127).
     pub fn unsupported(&self) -> bool {
-        self.server.exit_code == Some(127) || self.client.exit_code == Some(127)
+        let unsupported = Some(corequic_contract::EXIT_UNSUPPORTED);
+        self.server.exit_code == unsupported || self.client.exit_code == unsupported
     }
 }
 
@@ -196,7 +199,7 @@ pub struct Environment {
 
 /// The environment variable through which endpoints learn where to cache
 /// compiled plugins (ENDPOINT.md); an endpoint may ignore it.
-pub const PLUGIN_CACHE_VAR: &str = "COREQUIC_PLUGIN_CACHE";
+pub use corequic_contract::PLUGIN_CACHE_VAR;
 
 impl Environment {
     /// Where the endpoints keep compiled plugins: `plugin-cache` beside the
@@ -205,12 +208,6 @@ impl Environment {
     pub fn plugin_cache(&self) -> PathBuf {
         self.plugin_dir.with_file_name("plugin-cache")
     }
-}
-
-/// A UDP port on 127.0.0.1 that was free a moment ago (bound and released:
-/// another process may take it before the endpoint binds it).
-pub fn free_udp_port() -> std::io::Result<u16> {
-    Ok(UdpSocket::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
 fn side_args(env: &Environment, side: &SideSpec) -> Vec<String> {
@@ -262,22 +259,62 @@ fn wait_or_kill(child: &mut Child, deadline: Instant) -> Option<ExitStatus> {
     }
 }
 
-/// Wait until the server has bound its UDP port (binding it ourselves then
-/// fails), or until it exits.
-fn wait_for_bind(server: &mut Child, addr: SocketAddr, deadline: Instant) -> Result<(), String> {
+/// A server started on port 0, and the address it announced on stdout
+/// (ENDPOINT.md's [`corequic_contract::LISTENING`] line). Its stdout and
+/// stderr go to `log`.
+pub fn start_server(
+    env: &Environment,
+    binary: &Path,
+    args: &[String],
+    log: &Path,
+    deadline: Instant,
+) -> Result<(Child, SocketAddr), (Option<Child>, String)> {
+    let spawned = File::create(log).and_then(|out| {
+        Command::new(binary)
+            .args(args)
+            .env(PLUGIN_CACHE_VAR, env.plugin_cache())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(out)
+            .spawn()
+    });
+    let mut child = spawned.map_err(|e| (None, format!("starting the server: {e}")))?;
+    let Some(stdout) = child.stdout.take() else {
+        return Err((Some(child), "the server's stdout is not a pipe".into()));
+    };
+    // Copy stdout into the log, and hand over the first LISTENING line;
+    // the pipe is drained until the server exits, so it never blocks.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let log_path = log.to_path_buf();
+    std::thread::spawn(move || {
+        let mut log = std::fs::OpenOptions::new().append(true).open(log_path).ok();
+        let mut tx = Some(tx);
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(addr) = corequic_contract::parse_listening(&line)
+                && let Some(tx) = tx.take()
+            {
+                let _ = tx.send(addr);
+            }
+            if let Some(log) = log.as_mut() {
+                let _ = writeln!(log, "{line}");
+            }
+        }
+    });
     loop {
-        match UdpSocket::bind(addr) {
-            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => return Ok(()),
-            Err(e) => return Err(format!("probing {addr}: {e}")),
-            Ok(probe) => drop(probe),
+        match rx.recv_timeout(Duration::from_millis(20)) {
+            Ok(addr) => return Ok((child, addr)),
+            Err(RecvTimeoutError::Disconnected) => {
+                let status = child.wait().map(|s| s.to_string()).unwrap_or_default();
+                return Err((
+                    Some(child),
+                    format!("the server exited before listening ({status})"),
+                ));
+            }
+            Err(RecvTimeoutError::Timeout) if Instant::now() >= deadline => {
+                return Err((Some(child), "the server did not listen in time".into()));
+            }
+            Err(RecvTimeoutError::Timeout) => {}
         }
-        if let Ok(Some(status)) = server.try_wait() {
-            return Err(format!("the server exited before listening ({status})"));
-        }
-        if Instant::now() >= deadline {
-            return Err(format!("the server did not bind {addr} in time"));
-        }
-        std::thread::sleep(Duration::from_millis(5));
     }
 }
 
@@ -347,36 +384,24 @@ pub fn run_pair(
     // Grace beyond the endpoints' own timeout before the runner kills them.
     let grace = Duration::from_secs(spec.timeout_seconds + 15);
     let server_log = folder.join("server.log");
-    // The port is free when picked, but the kernel may hand it to another
-    // socket (a client's ephemeral port) before the server binds it: then
-    // the server says so and exits, and it is started again on another port.
-    let mut attempt = 0;
-    let (mut server, server_addr, server_args) = loop {
-        attempt += 1;
-        let port = free_udp_port().unwrap_or(4433);
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let args = server_args_for(addr);
-        outcome.server.args = args.clone();
-        let mut child = match spawn(env, &server_host.binary, &args, &server_log) {
-            Ok(child) => child,
-            Err(e) => {
-                outcome.runner_error = Some(format!("starting the server: {e}"));
-                return outcome;
-            }
-        };
-        match wait_for_bind(&mut child, addr, Instant::now() + grace) {
-            Ok(()) => break (child, addr, args),
-            Err(e) => {
-                // An endpoint that rejects the test exits before binding.
-                outcome.server.exit_code =
-                    wait_or_kill(&mut child, Instant::now()).and_then(|s| s.code());
-                let log = std::fs::read_to_string(&server_log).unwrap_or_default();
-                if attempt < 3 && log.contains("in use") {
-                    continue;
-                }
-                outcome.runner_error = Some(e);
-                return outcome;
-            }
+    let server_args = server_args_for(SocketAddr::from(([127, 0, 0, 1], 0)));
+    outcome.server.args = server_args.clone();
+    let started = start_server(
+        env,
+        &server_host.binary,
+        &server_args,
+        &server_log,
+        Instant::now() + grace,
+    );
+    let (mut server, server_addr) = match started {
+        Ok(started) => started,
+        Err((child, e)) => {
+            // An endpoint that rejects the test exits before listening.
+            outcome.server.exit_code = child
+                .and_then(|mut c| wait_or_kill(&mut c, Instant::now()))
+                .and_then(|s| s.code());
+            outcome.runner_error = Some(e);
+            return outcome;
         }
     };
     outcome.server.exit_code = None;

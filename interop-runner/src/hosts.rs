@@ -97,7 +97,7 @@ pub fn answers_unsupported(host: &Host) -> Result<bool, String> {
         .stderr(Stdio::null())
         .status()
         .map_err(|e| format!("{}: {e}", host.binary.display()))?;
-    Ok(status.code() == Some(127))
+    Ok(status.code() == Some(corequic_contract::EXIT_UNSUPPORTED))
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! The corequic interop runner (issue 6, DESIGN.md §6): every client host ×
+//! The corequic interop runner: every client host ×
 //! server host × test case through a userspace link emulator, judged on
 //! evidence from the link trace, the endpoints' stats JSON and their logs,
 //! and published as Protocol Buffers results and a static HTML report.

@@ -19,15 +19,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Exit code: the test passed.
-pub const EXIT_PASS: i32 = 0;
-/// Exit code: the test failed.
-pub const EXIT_FAIL: i32 = 1;
-/// Exit code: this endpoint does not support the test.
-pub const EXIT_UNSUPPORTED: i32 = 127;
-
-/// The application protocol: HTTP/0.9 over QUIC, as in the QUIC interop runner.
-pub const ALPN: &[u8] = b"hq-interop";
+pub use corequic_contract::{
+    ALPN, EXIT_FAIL, EXIT_PASS, EXIT_UNSUPPORTED, LISTENING, PLUGIN_CACHE_VAR, parse_listening,
+};
 
 /// Flow-control windows every endpoint uses, bytes: the stream and
 /// connection receive windows it advertises and, where the stack has one,
@@ -64,21 +58,15 @@ pub fn bind_udp(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
     Ok(socket.into())
 }
 
-/// Test cases of the interop matrix, and `conformance` for the conformance
-/// kit's runs; any other name exits with 127.
-pub const TESTS: &[&str] = &[
-    "conformance",
-    "transfer",
-    "padding",
-    "padding-one-sided",
-    "probe",
-    "bdp",
-    "dummy",
-    "dummy+padding",
-    "ack-logger",
-    "ack-logger-c",
-    "hostile",
-];
+/// Tell whoever started this server where it listens: one
+/// [`LISTENING`] line on stdout, flushed at once.
+pub fn announce_listening(addr: SocketAddr) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    // A closed stdout only means nobody waits for the line.
+    let _ = writeln!(out, "{LISTENING} {addr}");
+    let _ = out.flush();
+}
 
 /// Client or server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -266,13 +254,9 @@ impl Args {
 
     /// Whether this endpoint knows the test (otherwise exit 127).
     pub fn test_supported(&self) -> bool {
-        TESTS.contains(&self.test.as_str())
+        corequic_contract::is_test(&self.test)
     }
 }
-
-/// The environment variable that names where endpoints keep compiled
-/// plugins across processes (ENDPOINT.md).
-pub const PLUGIN_CACHE_VAR: &str = "COREQUIC_PLUGIN_CACHE";
 
 /// The directory named by [`PLUGIN_CACHE_VAR`], where the runtime keeps
 /// compiled plugins across processes; none when it is unset or empty.

@@ -5,7 +5,8 @@
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// A plugin component built by `make plugins` (the folder can be overridden
@@ -61,10 +62,27 @@ pub fn sibling_binary(own: &str, name: &str) -> String {
     path.display().to_string()
 }
 
-/// A free UDP port on loopback.
-pub fn free_port() -> u16 {
-    let socket = UdpSocket::bind("127.0.0.1:0").expect("bind");
-    socket.local_addr().expect("address").port()
+/// Start a server (`server` has its arguments, with `--addr 127.0.0.1:0`)
+/// and wait for the address it announces on stdout (ENDPOINT.md's
+/// [`crate::LISTENING`] line). Its further output is copied to stderr,
+/// marked `[server]`, so that the pipe never fills.
+pub fn start_server(server: &mut Command) -> (Child, SocketAddr) {
+    let mut child = server.stdout(Stdio::piped()).spawn().expect("server");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut tx = Some(tx);
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(addr) = crate::parse_listening(&line)
+                && let Some(tx) = tx.take()
+            {
+                let _ = tx.send(addr);
+            }
+            eprintln!("[server] {line}");
+        }
+    });
+    let addr = rx.recv().expect("the server exited before it listened");
+    (child, addr)
 }
 
 /// One datagram seen by the relay.
@@ -209,13 +227,13 @@ impl Run {
 
 /// Run `server` and `client` for `test` (the client GETs `size` bytes).
 pub fn run(client: &Side, server: &Side, test: &str, size: u64) -> Run {
+    static RUNS: AtomicU64 = AtomicU64::new(0);
     let dir = std::env::temp_dir().join(format!(
         "corequic-endpoint-test-{}-{}",
         std::process::id(),
-        free_port()
+        RUNS.fetch_add(1, Ordering::Relaxed)
     ));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    let server_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
     let (server_stats, client_stats) = (dir.join("server.json"), dir.join("client.json"));
     let plugin_args = |plugins: &[String]| -> Vec<String> {
         plugins
@@ -223,31 +241,14 @@ pub fn run(client: &Side, server: &Side, test: &str, size: u64) -> Run {
             .flat_map(|p| ["--plugin".to_string(), p.clone()])
             .collect()
     };
-    let mut server_child = Command::new(&server.binary)
-        .args(["--role", "server", "--addr", &server_addr.to_string()])
-        .args(["--test", test, "--timeout", "30"])
-        .args(["--stats", &server_stats.display().to_string()])
-        .args(plugin_args(&server.plugins))
-        .args(&server.flags)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("server");
-    // Start the client once the server says it listens; keep draining its
-    // stderr so it never blocks on a full pipe.
-    let stderr = server_child.stderr.take().expect("stderr");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut tx = Some(tx);
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if line.contains("listening on")
-                && let Some(tx) = tx.take()
-            {
-                let _ = tx.send(());
-            }
-            eprintln!("[server] {line}");
-        }
-    });
-    assert!(rx.recv().is_ok(), "the server did not start");
+    let (mut server_child, server_addr) = start_server(
+        Command::new(&server.binary)
+            .args(["--role", "server", "--addr", "127.0.0.1:0"])
+            .args(["--test", test, "--timeout", "30"])
+            .args(["--stats", &server_stats.display().to_string()])
+            .args(plugin_args(&server.plugins))
+            .args(&server.flags),
+    );
     let (relay_addr, seen) = relay(server_addr);
     let client_status = Command::new(&client.binary)
         .args(["--role", "client", "--addr", &relay_addr.to_string()])

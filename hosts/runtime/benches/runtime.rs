@@ -1,5 +1,5 @@
 //! Criterion benchmarks of the runtime through the mock host, named like
-//! pluginop's benches so the numbers can be put side by side (DESIGN.md §7).
+//! pluginop's benches so the numbers can be put side by side.
 //! Each wasm benchmark that has a native counterpart is measured in the same
 //! run, so the wasm/native ratio is meaningful on a noisy machine.
 //!

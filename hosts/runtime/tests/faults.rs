@@ -461,7 +461,7 @@ fn thread_cpu_time() -> std::time::Duration {
     std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
-/// CQ-LIMIT-2 (issue 19 finding 8): time spent in plugin-control callees
+/// CQ-LIMIT-2: time spent in plugin-control callees
 /// counts towards the caller's CPU deadline. The caller asks a callee 30
 /// times for about 8 ms of work each (12 million iterations; 0.7 ns each on
 /// the development machine), each call within the callee's own deadline. The

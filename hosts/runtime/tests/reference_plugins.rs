@@ -1,5 +1,5 @@
-//! The five reference plugins, each through the mock host (DESIGN.md §5,
-//! spec appendix A).
+//! The five reference plugins, each through the mock host (spec appendix
+//! A).
 
 mod common;
 

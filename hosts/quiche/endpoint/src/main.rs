@@ -5,7 +5,7 @@
 
 use corequic_endpoint::{
     Args, ControlArg, ControlResult, EXIT_FAIL, EXIT_PASS, EXIT_UNSUPPORTED, LogLine, Role, Stats,
-    USAGE, bind_udp, render,
+    USAGE, announce_listening, bind_udp, render,
 };
 use corequic_quiche::{PluginFactory, plugin_control, with_plugins};
 use corequic_quiche_endpoint::driver::{self, App, Command, HqClient, HqServer};
@@ -262,7 +262,7 @@ async fn server(args: &Args, logs: Logs) -> Result<bool, String> {
     configure(args, &mut config, &logs)?;
     let socket = tokio_socket(args.addr).map_err(|e| format!("bind {}: {e}", args.addr))?;
     let local = socket.local_addr().map_err(|e| e.to_string())?;
-    eprintln!("quiche-endpoint: listening on {local}");
+    announce_listening(local);
 
     let (mut served, mut handled) = (0u64, 0u64);
     let (mut plugins, mut controls, mut close) = (Vec::new(), Vec::new(), None);

@@ -5,8 +5,8 @@
 
 use corequic_endpoint::{
     ALPN, Args, ControlResult, EXIT_FAIL, EXIT_PASS, EXIT_UNSUPPORTED, FLOW_CONTROL_WINDOW,
-    LogLine, PAYLOAD_CHUNK, Role, Stats, USAGE, bind_udp, parse_request, payload, payload_byte,
-    render,
+    LogLine, PAYLOAD_CHUNK, Role, Stats, USAGE, announce_listening, bind_udp, parse_request,
+    payload, payload_byte, render,
 };
 mod plugins;
 
@@ -91,14 +91,13 @@ fn client_socket(server: std::net::SocketAddr) -> Result<std::net::UdpSocket, St
 
 async fn run(args: Args) -> Result<bool, String> {
     let logs: Logs = Arc::default();
-    let client_socket = match args.role {
-        Role::Client => Some(client_socket(args.addr)?),
-        Role::Server => None,
+    // Bound first: the plugins' `local-address` is the socket's, and a
+    // server bound to port 0 learns its port here.
+    let socket = match args.role {
+        Role::Client => client_socket(args.addr)?,
+        Role::Server => bind_udp(args.addr).map_err(|e| format!("bind {}: {e}", args.addr))?,
     };
-    let local = match &client_socket {
-        Some(socket) => socket.local_addr().map_err(|e| e.to_string())?,
-        None => args.addr,
-    };
+    let local = socket.local_addr().map_err(|e| e.to_string())?;
     let mut transport = quinn::TransportConfig::default();
     // quinn's default stream window (1.25 MB) would cap the long-RTT
     // transfers below the link rate: flow control must not be what the
@@ -147,9 +146,9 @@ async fn run(args: Args) -> Result<bool, String> {
     let transport = Arc::new(transport);
     let deadline = args.timeout;
     let work = async {
-        match client_socket {
-            None => server(&args, transport, logs).await,
-            Some(socket) => client(&args, socket, transport, logs).await,
+        match args.role {
+            Role::Server => server(&args, socket, transport, logs).await,
+            Role::Client => client(&args, socket, transport, logs).await,
         }
     };
     tokio::time::timeout(deadline, work)
@@ -180,6 +179,7 @@ fn provider() -> Arc<CryptoProvider> {
 
 async fn server(
     args: &Args,
+    socket: std::net::UdpSocket,
     transport: Arc<quinn::TransportConfig>,
     logs: Logs,
 ) -> Result<bool, String> {
@@ -198,7 +198,6 @@ async fn server(
         quinn::crypto::rustls::QuicServerConfig::try_from(tls).map_err(|e| e.to_string())?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     config.transport_config(transport);
-    let socket = bind_udp(args.addr).map_err(|e| format!("bind {}: {e}", args.addr))?;
     let endpoint = quinn::Endpoint::new(
         quinn::EndpointConfig::default(),
         Some(config),
@@ -206,7 +205,7 @@ async fn server(
         Arc::new(quinn::TokioRuntime),
     )
     .map_err(|e| format!("bind {}: {e}", args.addr))?;
-    eprintln!("quinn-endpoint: listening on {}", args.addr);
+    announce_listening(endpoint.local_addr().map_err(|e| e.to_string())?);
 
     let mut served = 0u64;
     let mut plugins = Vec::new();

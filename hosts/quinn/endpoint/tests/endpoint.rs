@@ -2,10 +2,9 @@
 //! contract of `interop-runner/ENDPOINT.md` (flags, exit codes, stats JSON).
 
 use corequic_endpoint::testing::{
-    assert_bad_arguments_exit_1, assert_unknown_test_exits_127, free_port,
+    assert_bad_arguments_exit_1, assert_unknown_test_exits_127, start_server,
 };
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 const ENDPOINT: &str = env!("CARGO_BIN_EXE_quinn-endpoint");
 
@@ -29,30 +28,17 @@ fn bad_arguments_exit_1_with_a_message() {
 fn client_and_server_run_bdp_and_report_stats() {
     let dir = std::env::temp_dir().join(format!("quinn-endpoint-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    let addr = format!("127.0.0.1:{}", free_port());
     let (server_stats, client_stats) = (dir.join("server.json"), dir.join("client.json"));
     let bdp = plugin("bdp");
 
-    let mut server = Command::new(ENDPOINT)
-        .args([
-            "--role", "server", "--addr", &addr, "--test", "bdp", "--plugin", &bdp,
-        ])
-        .args([
-            "--stats",
-            &server_stats.display().to_string(),
-            "--timeout",
-            "30",
-        ])
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("server");
-    // Start the client once the server says it listens.
-    let mut lines = BufReader::new(server.stderr.take().expect("stderr")).lines();
-    let listening = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .any(|l| l.contains("listening on"));
-    assert!(listening, "the server did not start");
+    let (mut server, addr) = start_server(
+        Command::new(ENDPOINT)
+            .args(["--role", "server", "--addr", "127.0.0.1:0", "--test", "bdp"])
+            .args(["--plugin", &bdp])
+            .args(["--stats", &server_stats.display().to_string()])
+            .args(["--timeout", "30"]),
+    );
+    let addr = addr.to_string();
 
     let client = Command::new(ENDPOINT)
         .args([

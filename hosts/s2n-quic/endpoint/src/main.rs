@@ -6,8 +6,8 @@
 use bytes::Bytes;
 use corequic_endpoint::{
     ALPN, Args, ControlResult, EXIT_FAIL, EXIT_PASS, EXIT_UNSUPPORTED, FLOW_CONTROL_WINDOW,
-    LogLine, PAYLOAD_CHUNK, Role, SOCKET_BUFFER, Stats, USAGE, parse_request, payload,
-    payload_byte, render,
+    LogLine, PAYLOAD_CHUNK, Role, SOCKET_BUFFER, Stats, USAGE, announce_listening, parse_request,
+    payload, payload_byte, render,
 };
 use corequic_runtime::{LogRecord, PluginStats, Runtime};
 use corequic_s2n::{ConnectionReport, PluginFactory};
@@ -200,7 +200,7 @@ async fn server(args: &Args, setup: Setup) -> Result<bool, String> {
         .map_err(|e| e.to_string())?
         .start()
         .map_err(|e| format!("bind {}: {e}", args.addr))?;
-    eprintln!("s2n-endpoint: listening on {}", args.addr);
+    announce_listening(server.local_addr().map_err(|e| e.to_string())?);
 
     let with_plugins_loaded = !args.plugins.is_empty();
     let mut reports = setup.reports;

@@ -1,5 +1,5 @@
 //! A plugin whose frame registration lies about its length, for the hosts'
-//! negative tests (issue 19 finding 1, CQ-ROUTINE-12, CQ-ROUTINE-13). It
+//! negative tests (CQ-ROUTINE-12, CQ-ROUTINE-13). It
 //! registers an ack-eliciting frame, so the host builds packets for it, but
 //! no frame ever reaches a packet: plugin-control `0x4c0001(mode)` picks the
 //! lie, 0 (the default) sends nothing.

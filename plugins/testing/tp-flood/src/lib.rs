@@ -1,6 +1,5 @@
 //! A plugin that asks for more transport parameters than any handshake can
-//! carry, for the hosts' negative tests (issue 19 findings 2 and 5,
-//! CQ-LIMIT-11, CQ-API-8): 70 parameters of 1,024 bytes (ids
+//! carry, for the hosts' negative tests (CQ-LIMIT-11, CQ-API-8): 70 parameters of 1,024 bytes (ids
 //! 0x7000–0x7045), more than the 65,535 bytes of the TLS extension that
 //! carries them; and registrations of ids the stack sends itself
 //! (initial_max_data 0x04, initial_source_connection_id 0x0f), whose

@@ -28,9 +28,11 @@
 
 use corequic_runtime::abi::{
     self, Anchor, ExtFrame, FieldId, FieldRef, Frame, FrameOutcome, PacketType, PluginVal, PnSpace,
-    RxContext, SendPosition,
+    Routine, RxContext, SendPosition,
 };
-use corequic_runtime::{LogRecord, Plugin, PluginSet, PluginStats, RoutineError, Runtime};
+use corequic_runtime::{
+    FieldSet, HostCapabilities, LogRecord, Plugin, PluginSet, PluginStats, RoutineError, Runtime,
+};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -46,6 +48,77 @@ const PATH_CHALLENGE_LEN: usize = 9;
 
 /// Receives the plugins' log records (and the adapter's own warnings).
 pub type LogSink = Arc<dyn Fn(LogRecord) + Send + Sync>;
+
+/// The capabilities of a host on this core: every routine and every field;
+/// writable are `sending-halted`, `congestion-window`, `ssthresh`,
+/// `max-tx-data` and `max-rx-data` (a stack whose congestion controller
+/// cannot take a write refuses it with `unsupported`, CQ-FIELD-8).
+/// `stack_transport_parameters` are the stack's own parameter IDs, which
+/// plugins may not send (CQ-API-8).
+pub fn capabilities(stack_transport_parameters: Vec<u64>) -> HostCapabilities {
+    let writable = [
+        FieldId::SendingHalted,
+        FieldId::CongestionWindow,
+        FieldId::Ssthresh,
+        FieldId::MaxTxData,
+        FieldId::MaxRxData,
+    ]
+    .into_iter()
+    .collect();
+    HostCapabilities {
+        readable: FieldSet::all(),
+        writable,
+        routines: Routine::ALL.to_vec(),
+        stack_transport_parameters,
+    }
+}
+
+/// The plugins an application attaches to every connection, and where
+/// their log records go: what each adapter's `PluginFactory` holds.
+#[derive(Clone)]
+pub struct Attachment {
+    runtime: Arc<Runtime>,
+    plugins: Vec<Arc<Plugin>>,
+    log: Option<LogSink>,
+}
+
+impl Attachment {
+    /// Attach `plugins` (in this order) to every connection.
+    pub fn new(runtime: Arc<Runtime>, plugins: Vec<Arc<Plugin>>) -> Self {
+        Attachment {
+            runtime,
+            plugins,
+            log: None,
+        }
+    }
+
+    /// Where log records go (by default they are dropped).
+    pub fn log_sink(mut self, sink: LogSink) -> Self {
+        self.log = Some(sink);
+        self
+    }
+
+    /// The plugins of a new connection (see [`ConnectionPlugins::new`]).
+    pub fn attach(&self, adapter: &'static str, info: ConnectionInfo) -> Option<ConnectionPlugins> {
+        ConnectionPlugins::new(
+            adapter,
+            &self.runtime,
+            &self.plugins,
+            info,
+            self.log.clone(),
+        )
+    }
+
+    /// How many plugins each connection gets.
+    pub fn len(&self) -> usize {
+        self.plugins.len()
+    }
+
+    /// Whether connections get no plugin at all.
+    pub fn is_empty(&self) -> bool {
+        self.plugins.is_empty()
+    }
+}
 
 /// The stack's connection during one hook, as an adapter exposes it.
 ///

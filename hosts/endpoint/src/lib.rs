@@ -12,11 +12,15 @@ pub mod tls;
 
 use corequic_runtime::abi::PluginVal;
 use corequic_runtime::{
-    Grants, InjectedFault, InjectedFaults, LogRecord, PluginStats, RuntimeConfig,
+    Grants, HostCapabilities, InjectedFault, InjectedFaults, LogRecord, Plugin, PluginStats,
+    RoutineError, Runtime, RuntimeConfig,
 };
 use serde::Serialize;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub use corequic_contract::{
@@ -311,6 +315,45 @@ pub struct ControlResult {
     pub error: Option<String>,
 }
 
+impl ControlResult {
+    /// The result of `control`, made with the stack's plugin-control call
+    /// returning `returned` (`None`: the connection has no plugins).
+    pub fn of(
+        control: &ControlArg,
+        returned: Option<Result<Vec<PluginVal>, RoutineError>>,
+    ) -> ControlResult {
+        let (result, error) = match returned {
+            Some(Ok(vals)) => (Some(vals.iter().map(render).collect()), None),
+            Some(Err(e)) => (None, Some(e.to_string())),
+            None => (None, Some("no plugins on this connection".into())),
+        };
+        ControlResult {
+            at_ms: control.at.as_millis() as u64,
+            id: control.id,
+            result,
+            error,
+        }
+    }
+}
+
+/// Make the `--control` calls at their times after `start` (the end of the
+/// handshake), in order, through `call` (the stack's plugin-control call on
+/// one connection).
+pub async fn run_controls(
+    controls: &[ControlArg],
+    start: std::time::Instant,
+    mut call: impl FnMut(u64, &[PluginVal]) -> Option<Result<Vec<PluginVal>, RoutineError>>,
+) -> Vec<ControlResult> {
+    let mut results = Vec::new();
+    for c in controls {
+        if let Some(wait) = c.at.checked_sub(start.elapsed()) {
+            tokio::time::sleep(wait).await;
+        }
+        results.push(ControlResult::of(c, call(c.id, &c.args)));
+    }
+    results
+}
+
 /// A plugin log line.
 #[derive(Debug, Clone, Serialize)]
 pub struct LogLine {
@@ -399,6 +442,15 @@ impl Stats {
     /// endpoint writes its stats JSON, so the reason reaches the runner.
     pub fn failed(host: &str, args: &Args, error: &str) -> Stats {
         Stats {
+            close: Some(error.into()),
+            ..Stats::of(host, args)
+        }
+    }
+
+    /// The stats of a run of `args` on `host` that has shown nothing yet
+    /// (not passed, nothing transferred): endpoints fill in what they saw.
+    pub fn of(host: &str, args: &Args) -> Stats {
+        Stats {
             schema: 1,
             host: host.into(),
             role: args.role,
@@ -407,7 +459,7 @@ impl Stats {
             bytes: 0,
             duration_ms: 0.0,
             handshake_ms: None,
-            close: Some(error.into()),
+            close: None,
             plugins: Vec::new(),
             controls: Vec::new(),
             logs: Vec::new(),
@@ -454,6 +506,106 @@ pub fn capabilities_json(caps: &corequic_runtime::HostCapabilities) -> String {
         "routines": routines,
     })
     .to_string()
+}
+
+/// The plugins' log records of one run, collected for the stats JSON.
+pub type Logs = Arc<Mutex<Vec<LogRecord>>>;
+
+/// A log sink (for an adapter's `PluginFactory::log_sink`) that collects
+/// into `logs`.
+pub fn log_sink(logs: &Logs) -> Arc<dyn Fn(LogRecord) + Send + Sync> {
+    let logs = logs.clone();
+    Arc::new(move |record| logs.lock().unwrap_or_else(|e| e.into_inner()).push(record))
+}
+
+/// The collected records as the stats JSON's log lines.
+pub fn log_lines(logs: &Logs) -> Vec<LogLine> {
+    logs.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .map(LogLine::from)
+        .collect()
+}
+
+/// A runtime and the plugins loaded into it, in load order.
+pub type LoadedPlugins = (Arc<Runtime>, Vec<Arc<Plugin>>);
+
+impl Args {
+    /// A runtime for a host with `capabilities` and the `--plugin`s loaded
+    /// into it, or `None` when there are none: without plugins an endpoint
+    /// runs its plain stack, with no runtime at all (no engine, no epoch
+    /// ticker), which is what plugin-free baselines measure.
+    pub fn load_plugins(
+        &self,
+        capabilities: HostCapabilities,
+    ) -> Result<Option<LoadedPlugins>, String> {
+        if self.plugins.is_empty() {
+            return Ok(None);
+        }
+        let runtime = Arc::new(
+            Runtime::new(self.runtime_config(), capabilities)
+                .map_err(|e| format!("runtime: {e}"))?,
+        );
+        let plugins = self
+            .plugins
+            .iter()
+            .map(|p| runtime.load_file(&p.path, &p.grants))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())?;
+        Ok(Some((runtime, plugins)))
+    }
+}
+
+/// An endpoint's `main`: `--capabilities`, the command line, the test name,
+/// then `run` on a tokio runtime, and the exit code of ENDPOINT.md. A run
+/// that fails with an error still writes its stats JSON, with the error as
+/// its close reason. `binary` names the program in its messages, `host` the
+/// stack in its stats.
+pub fn main<F>(
+    binary: &str,
+    host: &str,
+    capabilities: HostCapabilities,
+    run: impl FnOnce(Args) -> F,
+) -> ExitCode
+where
+    F: Future<Output = Result<bool, String>>,
+{
+    if capabilities_requested() {
+        println!("{}", capabilities_json(&capabilities));
+        return ExitCode::SUCCESS;
+    }
+    let args = match Args::parse(std::env::args().skip(1)) {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("{binary}: {e}\n{USAGE}");
+            return ExitCode::from(EXIT_FAIL as u8);
+        }
+    };
+    if !args.test_supported() {
+        eprintln!("{binary}: unsupported test `{}`", args.test);
+        return ExitCode::from(EXIT_UNSUPPORTED as u8);
+    }
+    let tokio = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("{binary}: cannot start tokio: {e}");
+            return ExitCode::from(EXIT_FAIL as u8);
+        }
+    };
+    let reported = args.clone();
+    let code = match tokio.block_on(run(args)) {
+        Ok(true) => EXIT_PASS,
+        Ok(false) => EXIT_FAIL,
+        Err(e) => {
+            eprintln!("{binary}: {e}");
+            let failed = Stats::failed(host, &reported, &e);
+            if let Err(w) = failed.write(reported.stats.as_ref()) {
+                eprintln!("{binary}: {w}");
+            }
+            EXIT_FAIL
+        }
+    };
+    ExitCode::from(code as u8)
 }
 
 /// The process's peak resident set size in KiB (`VmHWM` of

@@ -27,12 +27,12 @@
 #![warn(missing_docs)]
 
 use corequic_adapter::{
-    ConnectionInfo, ConnectionPlugins, FrameRefused, SendSlot, StackConnection,
+    Attachment, ConnectionInfo, ConnectionPlugins, FrameRefused, SendSlot, StackConnection,
     observed_frame_to_abi,
 };
 pub use corequic_adapter::{ConnectionReport, FrameCounts, LogSink};
-use corequic_runtime::abi::{self, FieldId, FieldRef, PluginVal, PnSpace, Routine, SendPosition};
-use corequic_runtime::{FieldSet, HostCapabilities, Plugin, PluginStats, RoutineError, Runtime};
+use corequic_runtime::abi::{self, FieldId, FieldRef, PluginVal, PnSpace, SendPosition};
+use corequic_runtime::{HostCapabilities, Plugin, PluginStats, RoutineError, Runtime};
 use quiche::{
     Extension, ExtensionContext, ExtensionFactory, ExtensionFrame, ObservedFrame, SendContext,
 };
@@ -50,22 +50,8 @@ const ADAPTER: &str = "corequic-quiche";
 /// `ssthresh` (the latter two with quiche's default congestion controllers,
 /// CUBIC and Reno), `max-tx-data` and `max-rx-data`.
 pub fn capabilities() -> HostCapabilities {
-    let writable = [
-        FieldId::SendingHalted,
-        FieldId::CongestionWindow,
-        FieldId::Ssthresh,
-        FieldId::MaxTxData,
-        FieldId::MaxRxData,
-    ]
-    .into_iter()
-    .collect();
-    HostCapabilities {
-        readable: FieldSet::all(),
-        writable,
-        routines: Routine::ALL.to_vec(),
-        // quiche sends only standard parameters.
-        stack_transport_parameters: Vec::new(),
-    }
+    // quiche sends only standard parameters.
+    corequic_adapter::capabilities(Vec::new())
 }
 
 /// The largest congestion window a plugin may write, 2^48 bytes: far above
@@ -74,26 +60,17 @@ pub const MAX_CONGESTION_WINDOW: usize = 1 << 48;
 
 /// Creates the plugins of each new connection (set it with
 /// `quiche::Config::set_extension_factory` before `connect`/`accept`).
-pub struct PluginFactory {
-    runtime: Arc<Runtime>,
-    plugins: Vec<Arc<Plugin>>,
-    log: Option<LogSink>,
-}
+pub struct PluginFactory(Attachment);
 
 impl PluginFactory {
     /// A factory attaching `plugins` (in this order) to every connection.
     pub fn new(runtime: Arc<Runtime>, plugins: Vec<Arc<Plugin>>) -> Self {
-        PluginFactory {
-            runtime,
-            plugins,
-            log: None,
-        }
+        PluginFactory(Attachment::new(runtime, plugins))
     }
 
     /// Where log records go (by default they are dropped).
-    pub fn log_sink(mut self, sink: LogSink) -> Self {
-        self.log = Some(sink);
-        self
+    pub fn log_sink(self, sink: LogSink) -> Self {
+        PluginFactory(self.0.log_sink(sink))
     }
 }
 
@@ -110,15 +87,8 @@ impl ExtensionFactory for PluginFactory {
             local: Some(local),
             remote: peer,
         };
-        let plugins = ConnectionPlugins::new(
-            ADAPTER,
-            &self.runtime,
-            &self.plugins,
-            info,
-            self.log.clone(),
-        )?;
         Some(Box::new(QuichePlugins {
-            plugins,
+            plugins: self.0.attach(ADAPTER, info)?,
             epoch: now,
             addresses: (local, peer),
         }))

@@ -4,101 +4,35 @@
 //! `interop-runner/ENDPOINT.md`, shared by every host.
 
 use corequic_endpoint::{
-    Args, ControlArg, ControlResult, EXIT_FAIL, EXIT_PASS, EXIT_UNSUPPORTED, LogLine, Role, Stats,
-    USAGE, announce_listening, bind_udp, render,
+    Args, ControlArg, ControlResult, Logs, Role, Stats, announce_listening, bind_udp, log_lines,
+    log_sink,
 };
 use corequic_quiche::{PluginFactory, plugin_control, with_plugins};
 use corequic_quiche_endpoint::driver::{self, App, Command, HqClient, HqServer};
-use corequic_runtime::{LogRecord, PluginStats, Runtime};
+use corequic_runtime::PluginStats;
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 
-type Logs = Arc<Mutex<Vec<LogRecord>>>;
-
-fn log_lines(logs: &Logs) -> Vec<LogLine> {
-    logs.lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .iter()
-        .map(LogLine::from)
-        .collect()
-}
-
 fn main() -> ExitCode {
-    if corequic_endpoint::capabilities_requested() {
-        println!(
-            "{}",
-            corequic_endpoint::capabilities_json(&corequic_quiche::capabilities())
-        );
-        return ExitCode::SUCCESS;
-    }
-    let args = match Args::parse(std::env::args().skip(1)) {
-        Ok(args) => args,
-        Err(e) => {
-            eprintln!("quiche-endpoint: {e}\n{USAGE}");
-            return ExitCode::from(EXIT_FAIL as u8);
-        }
-    };
-    if !args.test_supported() {
-        eprintln!("quiche-endpoint: unsupported test `{}`", args.test);
-        return ExitCode::from(EXIT_UNSUPPORTED as u8);
-    }
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("quiche-endpoint: cannot start tokio: {e}");
-            return ExitCode::from(EXIT_FAIL as u8);
-        }
-    };
-    // A backstop: the client and server give up at --timeout themselves and
-    // still write their stats.
-    let deadline = args.timeout + std::time::Duration::from_secs(5);
-    let code = match rt.block_on(async { tokio::time::timeout(deadline, run(args)).await }) {
-        Ok(Ok(true)) => EXIT_PASS,
-        Ok(Ok(false)) => EXIT_FAIL,
-        Ok(Err(e)) => {
-            eprintln!("quiche-endpoint: {e}");
-            EXIT_FAIL
-        }
-        Err(_) => {
-            eprintln!("quiche-endpoint: timed out after {deadline:?}");
-            EXIT_FAIL
-        }
-    };
-    ExitCode::from(code as u8)
+    corequic_endpoint::main(
+        "quiche-endpoint",
+        "quiche",
+        corequic_quiche::capabilities(),
+        run,
+    )
 }
 
 /// Plugins and qlog settings applied to every connection.
 fn configure(args: &Args, config: &mut quiche::Config, logs: &Logs) -> Result<(), String> {
-    // Without plugins there is no runtime at all: the baseline is plain
-    // quiche.
-    if args.plugins.is_empty() {
-        return Ok(());
+    if let Some((runtime, plugins)) = args.load_plugins(corequic_quiche::capabilities())? {
+        let factory = PluginFactory::new(runtime, plugins).log_sink(log_sink(logs));
+        // Before `connect`/`accept`: the client encodes its transport
+        // parameters inside `connect`.
+        config.set_extension_factory(Some(Arc::new(factory)));
     }
-    let runtime = Arc::new(
-        Runtime::new(args.runtime_config(), corequic_quiche::capabilities())
-            .map_err(|e| format!("runtime: {e}"))?,
-    );
-    let mut plugins = Vec::new();
-    for p in &args.plugins {
-        plugins.push(
-            runtime
-                .load_file(&p.path, &p.grants)
-                .map_err(|e| e.to_string())?,
-        );
-    }
-    let sink = logs.clone();
-    let factory = PluginFactory::new(runtime, plugins).log_sink(Arc::new(move |r| {
-        sink.lock().unwrap_or_else(|e| e.into_inner()).push(r);
-    }));
-    // Before `connect`/`accept`: the client encodes its transport
-    // parameters inside `connect`.
-    config.set_extension_factory(Some(Arc::new(factory)));
     Ok(())
 }
 
@@ -174,17 +108,8 @@ impl<A: App> App for WithControls<A> {
                 .is_some_and(|c| start + c.at <= Instant::now())
             {
                 let Some(c) = self.pending.pop() else { break };
-                let (result, error) = match plugin_control(conn, c.id, &c.args) {
-                    Some(Ok(vals)) => (Some(vals.iter().map(render).collect()), None),
-                    Some(Err(e)) => (None, Some(e.to_string())),
-                    None => (None, Some("no plugins on this connection".into())),
-                };
-                self.results.push(ControlResult {
-                    at_ms: c.at.as_millis() as u64,
-                    id: c.id,
-                    result,
-                    error,
-                });
+                let returned = plugin_control(conn, c.id, &c.args);
+                self.results.push(ControlResult::of(&c, returned));
             }
         }
         self.app.progress(conn);
@@ -305,19 +230,14 @@ async fn server(args: &Args, logs: Logs) -> Result<bool, String> {
         plugins.extend(plugin_stats(&mut conn));
     }
     let stats = Stats {
-        schema: 1,
-        host: "quiche".into(),
-        role: Role::Server,
-        test: args.test.clone(),
         ok: true,
         bytes: served,
         duration_ms: started.elapsed().as_secs_f64() * 1e3,
-        handshake_ms: None,
         close,
         plugins,
         controls,
         logs: log_lines(&logs),
-        extra: Vec::new(),
+        ..Stats::of("quiche", args)
     };
     stats.write(args.stats.as_ref())?;
     Ok(stats.ok)
@@ -369,10 +289,6 @@ async fn client(args: &Args, logs: Logs) -> Result<bool, String> {
         }
     };
     let stats = Stats {
-        schema: 1,
-        host: "quiche".into(),
-        role: Role::Client,
-        test: args.test.clone(),
         ok,
         bytes,
         duration_ms: client.duration.unwrap_or_default().as_secs_f64() * 1e3,
@@ -386,6 +302,7 @@ async fn client(args: &Args, logs: Logs) -> Result<bool, String> {
         controls: app.inner.results.clone(),
         logs: log_lines(&logs),
         extra: extra(&conn),
+        ..Stats::of("quiche", args)
     };
     stats.write(args.stats.as_ref())?;
     Ok(ok)

@@ -25,12 +25,12 @@
 #![warn(missing_docs)]
 
 use corequic_adapter::{
-    ConnectionInfo, ConnectionPlugins, FrameRefused, SendSlot, StackConnection,
+    Attachment, ConnectionInfo, ConnectionPlugins, FrameRefused, SendSlot, StackConnection,
     observed_frame_to_abi,
 };
 pub use corequic_adapter::{ConnectionReport, FrameCounts, LogSink};
-use corequic_runtime::abi::{self, FieldId, FieldRef, PluginVal, PnSpace, Routine, SendPosition};
-use corequic_runtime::{FieldSet, HostCapabilities, Plugin, PluginStats, RoutineError, Runtime};
+use corequic_runtime::abi::{self, FieldId, FieldRef, PluginVal, PnSpace, SendPosition};
+use corequic_runtime::{HostCapabilities, Plugin, PluginStats, RoutineError, Runtime};
 use quinn_proto::{
     Extension, ExtensionContext, ExtensionFactory, ExtensionFrame, ObservedFrame, SendContext,
     Side, SpaceId, TransportError, TransportErrorCode, VarInt,
@@ -47,42 +47,24 @@ const ADAPTER: &str = "corequic-quinn";
 /// fields are `sending-halted`, `congestion-window`, `ssthresh`,
 /// `max-tx-data` and `max-rx-data`.
 pub fn capabilities() -> HostCapabilities {
-    let writable = [
-        FieldId::SendingHalted,
-        FieldId::CongestionWindow,
-        FieldId::Ssthresh,
-        FieldId::MaxTxData,
-        FieldId::MaxRxData,
-    ]
-    .into_iter()
-    .collect();
-    HostCapabilities {
-        readable: FieldSet::all(),
-        writable,
-        routines: Routine::ALL.to_vec(),
-        // min_ack_delay of the ack-frequency draft, which quinn sends when
-        // acknowledgement frequency is configured.
-        stack_transport_parameters: vec![0xff04_de1b],
-    }
+    // min_ack_delay of the ack-frequency draft, which quinn sends when
+    // acknowledgement frequency is configured.
+    corequic_adapter::capabilities(vec![0xff04_de1b])
 }
 
 /// Creates the plugins of each new connection (set it with
 /// `TransportConfig::extension_factory`).
 pub struct PluginFactory {
-    runtime: Arc<Runtime>,
-    plugins: Vec<Arc<Plugin>>,
+    attachment: Attachment,
     local: Option<SocketAddr>,
-    log: Option<LogSink>,
 }
 
 impl PluginFactory {
     /// A factory attaching `plugins` (in this order) to every connection.
     pub fn new(runtime: Arc<Runtime>, plugins: Vec<Arc<Plugin>>) -> Self {
         PluginFactory {
-            runtime,
-            plugins,
+            attachment: Attachment::new(runtime, plugins),
             local: None,
-            log: None,
         }
     }
 
@@ -95,7 +77,7 @@ impl PluginFactory {
 
     /// Where log records go (by default they are dropped).
     pub fn log_sink(mut self, sink: LogSink) -> Self {
-        self.log = Some(sink);
+        self.attachment = self.attachment.log_sink(sink);
         self
     }
 }
@@ -112,15 +94,8 @@ impl ExtensionFactory for PluginFactory {
             local: self.local,
             remote,
         };
-        let plugins = ConnectionPlugins::new(
-            ADAPTER,
-            &self.runtime,
-            &self.plugins,
-            info,
-            self.log.clone(),
-        )?;
         Some(Box::new(QuinnPlugins {
-            plugins,
+            plugins: self.attachment.attach(ADAPTER, info)?,
             epoch: now,
             local: self.local,
         }))

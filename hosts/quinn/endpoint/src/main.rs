@@ -4,72 +4,27 @@
 //! `interop-runner/ENDPOINT.md`, shared by every host.
 
 use corequic_endpoint::{
-    ALPN, Args, ControlResult, EXIT_FAIL, EXIT_PASS, EXIT_UNSUPPORTED, FLOW_CONTROL_WINDOW,
-    LogLine, PAYLOAD_CHUNK, Role, Stats, USAGE, announce_listening, bind_udp, parse_request,
-    payload, payload_byte, render,
+    ALPN, Args, ControlResult, FLOW_CONTROL_WINDOW, Logs, PAYLOAD_CHUNK, Role, Stats,
+    announce_listening, bind_udp, log_lines, log_sink, parse_request, payload, payload_byte,
 };
 mod plugins;
 
 use corequic_quinn::PluginFactory;
-use corequic_runtime::{LogRecord, Runtime};
 use plugins::{plugin_control, with_plugins};
 use quinn::VarInt;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
-type Logs = Arc<Mutex<Vec<LogRecord>>>;
-
-fn log_lines(logs: &Logs) -> Vec<LogLine> {
-    logs.lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .iter()
-        .map(LogLine::from)
-        .collect()
-}
-
 fn main() -> ExitCode {
-    if corequic_endpoint::capabilities_requested() {
-        println!(
-            "{}",
-            corequic_endpoint::capabilities_json(&corequic_quinn::capabilities())
-        );
-        return ExitCode::SUCCESS;
-    }
-    let args = match Args::parse(std::env::args().skip(1)) {
-        Ok(args) => args,
-        Err(e) => {
-            eprintln!("quinn-endpoint: {e}\n{USAGE}");
-            return ExitCode::from(EXIT_FAIL as u8);
-        }
-    };
-    if !args.test_supported() {
-        eprintln!("quinn-endpoint: unsupported test `{}`", args.test);
-        return ExitCode::from(EXIT_UNSUPPORTED as u8);
-    }
-    let rt = match tokio::runtime::Runtime::new() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("quinn-endpoint: cannot start tokio: {e}");
-            return ExitCode::from(EXIT_FAIL as u8);
-        }
-    };
-    let stats_path = args.stats.clone();
-    let failed = |e: &str| Stats::failed("quinn", &args, e);
-    let code = match rt.block_on(run(args.clone())) {
-        Ok(true) => EXIT_PASS,
-        Ok(false) => EXIT_FAIL,
-        Err(e) => {
-            eprintln!("quinn-endpoint: {e}");
-            if let Err(w) = failed(&e).write(stats_path.as_ref()) {
-                eprintln!("quinn-endpoint: {w}");
-            }
-            EXIT_FAIL
-        }
-    };
-    ExitCode::from(code as u8)
+    corequic_endpoint::main(
+        "quinn-endpoint",
+        "quinn",
+        corequic_quinn::capabilities(),
+        run,
+    )
 }
 
 /// The client's socket, bound to the local address of the route to the
@@ -110,24 +65,10 @@ async fn run(args: Args) -> Result<bool, String> {
         .send_window(FLOW_CONTROL_WINDOW);
     // Without plugins there is no runtime at all (no engine, no epoch
     // ticker): the baseline is plain quinn.
-    if !args.plugins.is_empty() {
-        let runtime = Arc::new(
-            Runtime::new(args.runtime_config(), corequic_quinn::capabilities())
-                .map_err(|e| format!("runtime: {e}"))?,
-        );
-        let mut plugins = Vec::new();
-        for p in &args.plugins {
-            plugins.push(
-                runtime
-                    .load_file(&p.path, &p.grants)
-                    .map_err(|e| e.to_string())?,
-            );
-        }
-        let sink = logs.clone();
-        let factory = PluginFactory::new(runtime, plugins).log_sink(Arc::new(move |r| {
-            sink.lock().unwrap_or_else(|e| e.into_inner()).push(r);
-        }));
-        let factory = factory.local_address(local);
+    if let Some((runtime, plugins)) = args.load_plugins(corequic_quinn::capabilities())? {
+        let factory = PluginFactory::new(runtime, plugins)
+            .log_sink(log_sink(&logs))
+            .local_address(local);
         transport.extension_factory(Some(Arc::new(factory)));
     }
     if let Some(dir) = &args.qlog {
@@ -278,19 +219,14 @@ async fn server(
     // (CQ-LIMIT-9).
     endpoint.wait_idle().await;
     let stats = Stats {
-        schema: 1,
-        host: "quinn".into(),
-        role: Role::Server,
-        test: args.test.clone(),
         ok: true,
         bytes: served,
         duration_ms: started.elapsed().as_secs_f64() * 1e3,
-        handshake_ms: None,
         close,
         plugins,
         controls,
         logs: log_lines(&logs),
-        extra: Vec::new(),
+        ..Stats::of("quinn", args)
     };
     stats.write(args.stats.as_ref())?;
     Ok(stats.ok)
@@ -300,26 +236,10 @@ async fn run_controls(
     conn: quinn::Connection,
     controls: Vec<corequic_endpoint::ControlArg>,
 ) -> Vec<ControlResult> {
-    let start = Instant::now();
-    let mut results = Vec::new();
-    for c in controls {
-        if let Some(wait) = c.at.checked_sub(start.elapsed()) {
-            tokio::time::sleep(wait).await;
-        }
-        let r = plugin_control(&conn, c.id, &c.args);
-        let (result, error) = match r {
-            Some(Ok(vals)) => (Some(vals.iter().map(render).collect()), None),
-            Some(Err(e)) => (None, Some(e.to_string())),
-            None => (None, Some("no plugins on this connection".into())),
-        };
-        results.push(ControlResult {
-            at_ms: c.at.as_millis() as u64,
-            id: c.id,
-            result,
-            error,
-        });
-    }
-    results
+    corequic_endpoint::run_controls(&controls, Instant::now(), |id, args| {
+        plugin_control(&conn, id, args)
+    })
+    .await
 }
 
 async fn client(
@@ -399,10 +319,6 @@ async fn client(
         }
     };
     let stats = Stats {
-        schema: 1,
-        host: "quinn".into(),
-        role: Role::Client,
-        test: args.test.clone(),
         ok,
         bytes,
         duration_ms: duration.as_secs_f64() * 1e3,
@@ -412,6 +328,7 @@ async fn client(
         controls,
         logs: log_lines(&logs),
         extra,
+        ..Stats::of("quinn", args)
     };
     stats.write(args.stats.as_ref())?;
     Ok(ok)

@@ -31,12 +31,12 @@
 #![warn(missing_docs)]
 
 use corequic_adapter::{
-    ConnectionInfo, ConnectionPlugins, FrameRefused, SendSlot, StackConnection,
+    Attachment, ConnectionInfo, ConnectionPlugins, FrameRefused, SendSlot, StackConnection,
     observed_frame_to_abi,
 };
 pub use corequic_adapter::{ConnectionReport, FrameCounts, LogSink};
-use corequic_runtime::abi::{self, FieldId, FieldRef, PluginVal, PnSpace, Routine, SendPosition};
-use corequic_runtime::{FieldSet, HostCapabilities, Plugin, PluginStats, RoutineError, Runtime};
+use corequic_runtime::abi::{self, FieldId, FieldRef, PluginVal, PnSpace, SendPosition};
+use corequic_runtime::{HostCapabilities, Plugin, PluginStats, RoutineError, Runtime};
 use s2n_quic_core::time::Timestamp;
 use s2n_quic_core::transport;
 use s2n_quic_transport::extension::{
@@ -56,22 +56,8 @@ const ADAPTER: &str = "corequic-s2n";
 /// default Cubic controller), `max-tx-data` and `max-rx-data`.
 /// Packet-number fields are those of the application space only.
 pub fn capabilities() -> HostCapabilities {
-    let writable = [
-        FieldId::SendingHalted,
-        FieldId::CongestionWindow,
-        FieldId::Ssthresh,
-        FieldId::MaxTxData,
-        FieldId::MaxRxData,
-    ]
-    .into_iter()
-    .collect();
-    HostCapabilities {
-        readable: FieldSet::all(),
-        writable,
-        routines: Routine::ALL.to_vec(),
-        // s2n-quic's own parameters (dc and MTU probing extensions).
-        stack_transport_parameters: vec![0xdc_0000, 0xdc_0002],
-    }
+    // s2n-quic's own parameters (dc and MTU probing extensions).
+    corequic_adapter::capabilities(vec![0xdc_0000, 0xdc_0002])
 }
 
 /// Receives the [`ConnectionReport`] of each connection with plugins when
@@ -84,16 +70,14 @@ pub type ReportSink = Arc<dyn Fn(ConnectionReport) + Send + Sync>;
 /// Creates the plugins of each new connection (give it to the server or
 /// client builder with `with_extension`).
 pub struct PluginFactory {
-    runtime: Arc<Runtime>,
-    plugins: Vec<Arc<Plugin>>,
-    log: Option<LogSink>,
+    attachment: Attachment,
     report: Option<ReportSink>,
 }
 
 impl fmt::Debug for PluginFactory {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PluginFactory")
-            .field("plugins", &self.plugins.len())
+            .field("plugins", &self.attachment.len())
             .finish()
     }
 }
@@ -102,9 +86,7 @@ impl PluginFactory {
     /// A factory attaching `plugins` (in this order) to every connection.
     pub fn new(runtime: Arc<Runtime>, plugins: Vec<Arc<Plugin>>) -> Self {
         PluginFactory {
-            runtime,
-            plugins,
-            log: None,
+            attachment: Attachment::new(runtime, plugins),
             report: None,
         }
     }
@@ -117,7 +99,7 @@ impl PluginFactory {
 
     /// Where log records go (by default they are dropped).
     pub fn log_sink(mut self, sink: LogSink) -> Self {
-        self.log = Some(sink);
+        self.attachment = self.attachment.log_sink(sink);
         self
     }
 }
@@ -130,15 +112,8 @@ impl ExtensionFactory for PluginFactory {
             local: (!info.local_address.ip().is_unspecified()).then_some(info.local_address),
             remote: info.remote_address,
         };
-        let plugins = ConnectionPlugins::new(
-            ADAPTER,
-            &self.runtime,
-            &self.plugins,
-            connection,
-            self.log.clone(),
-        )?;
         Some(Box::new(S2nPlugins {
-            plugins,
+            plugins: self.attachment.attach(ADAPTER, connection)?,
             epoch: info.now,
             last_hook: None,
             report: self.report.clone(),

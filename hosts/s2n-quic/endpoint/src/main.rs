@@ -5,33 +5,22 @@
 
 use bytes::Bytes;
 use corequic_endpoint::{
-    ALPN, Args, ControlResult, EXIT_FAIL, EXIT_PASS, EXIT_UNSUPPORTED, FLOW_CONTROL_WINDOW,
-    LogLine, PAYLOAD_CHUNK, Role, SOCKET_BUFFER, Stats, USAGE, announce_listening, parse_request,
-    payload, payload_byte, render,
+    ALPN, Args, ControlResult, FLOW_CONTROL_WINDOW, Logs, PAYLOAD_CHUNK, Role, SOCKET_BUFFER,
+    Stats, announce_listening, log_lines, log_sink, parse_request, payload, payload_byte,
 };
-use corequic_runtime::{LogRecord, PluginStats, Runtime};
+use corequic_runtime::PluginStats;
 use corequic_s2n::{ConnectionReport, PluginFactory};
 use plugins::{plugin_control, with_plugins};
 use s2n_quic::provider::extension::{Extension, ExtensionFactory, ExtensionInfo};
 use std::net::SocketAddr;
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 mod connection_events;
 mod plugins;
 mod qlog;
-
-type Logs = Arc<Mutex<Vec<LogRecord>>>;
-
-fn log_lines(logs: &Logs) -> Vec<LogLine> {
-    logs.lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .iter()
-        .map(LogLine::from)
-        .collect()
-}
 
 /// The plugins of the command line, or none at all (then there is no
 /// runtime: the baseline is plain s2n-quic).
@@ -45,45 +34,12 @@ impl ExtensionFactory for Plugins {
 }
 
 fn main() -> ExitCode {
-    if corequic_endpoint::capabilities_requested() {
-        println!(
-            "{}",
-            corequic_endpoint::capabilities_json(&corequic_s2n::capabilities())
-        );
-        return ExitCode::SUCCESS;
-    }
-    let args = match Args::parse(std::env::args().skip(1)) {
-        Ok(args) => args,
-        Err(e) => {
-            eprintln!("s2n-endpoint: {e}\n{USAGE}");
-            return ExitCode::from(EXIT_FAIL as u8);
-        }
-    };
-    if !args.test_supported() {
-        eprintln!("s2n-endpoint: unsupported test `{}`", args.test);
-        return ExitCode::from(EXIT_UNSUPPORTED as u8);
-    }
-    let rt = match tokio::runtime::Runtime::new() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("s2n-endpoint: cannot start tokio: {e}");
-            return ExitCode::from(EXIT_FAIL as u8);
-        }
-    };
-    let stats_path = args.stats.clone();
-    let failed = |e: &str| Stats::failed("s2n-quic", &args, e);
-    let code = match rt.block_on(run(args.clone())) {
-        Ok(true) => EXIT_PASS,
-        Ok(false) => EXIT_FAIL,
-        Err(e) => {
-            eprintln!("s2n-endpoint: {e}");
-            if let Err(w) = failed(&e).write(stats_path.as_ref()) {
-                eprintln!("s2n-endpoint: {w}");
-            }
-            EXIT_FAIL
-        }
-    };
-    ExitCode::from(code as u8)
+    corequic_endpoint::main(
+        "s2n-endpoint",
+        "s2n-quic",
+        corequic_s2n::capabilities(),
+        run,
+    )
 }
 
 /// Everything a run needs besides the arguments.
@@ -98,25 +54,10 @@ async fn run(args: Args) -> Result<bool, String> {
     let logs: Logs = Arc::default();
     let (report_tx, reports) = mpsc::unbounded_channel();
     let mut factory = None;
-    if !args.plugins.is_empty() {
-        let runtime = Arc::new(
-            Runtime::new(args.runtime_config(), corequic_s2n::capabilities())
-                .map_err(|e| format!("runtime: {e}"))?,
-        );
-        let mut plugins = Vec::new();
-        for p in &args.plugins {
-            plugins.push(
-                runtime
-                    .load_file(&p.path, &p.grants)
-                    .map_err(|e| e.to_string())?,
-            );
-        }
-        let sink = logs.clone();
+    if let Some((runtime, plugins)) = args.load_plugins(corequic_s2n::capabilities())? {
         factory = Some(
             PluginFactory::new(runtime, plugins)
-                .log_sink(Arc::new(move |r| {
-                    sink.lock().unwrap_or_else(|e| e.into_inner()).push(r);
-                }))
+                .log_sink(log_sink(&logs))
                 .report_sink(Arc::new(move |report| {
                     let _ = report_tx.send(report);
                 })),
@@ -296,19 +237,14 @@ async fn server(args: &Args, setup: Setup) -> Result<bool, String> {
         }
     }
     let stats = Stats {
-        schema: 1,
-        host: "s2n-quic".into(),
-        role: Role::Server,
-        test: args.test.clone(),
         ok: true,
         bytes: served,
         duration_ms: started.elapsed().as_secs_f64() * 1e3,
-        handshake_ms: None,
         close,
         plugins,
         controls,
         logs: log_lines(&setup.logs),
-        extra: Vec::new(),
+        ..Stats::of("s2n-quic", args)
     };
     stats.write(args.stats.as_ref())?;
     Ok(stats.ok)
@@ -422,25 +358,10 @@ async fn run_controls(
     conn: s2n_quic::connection::Handle,
     controls: Vec<corequic_endpoint::ControlArg>,
 ) -> Vec<ControlResult> {
-    let start = Instant::now();
-    let mut results = Vec::new();
-    for c in controls {
-        if let Some(wait) = c.at.checked_sub(start.elapsed()) {
-            tokio::time::sleep(wait).await;
-        }
-        let (result, error) = match plugin_control(&conn, c.id, &c.args) {
-            Some(Ok(vals)) => (Some(vals.iter().map(render).collect()), None),
-            Some(Err(e)) => (None, Some(e.to_string())),
-            None => (None, Some("no plugins on this connection".into())),
-        };
-        results.push(ControlResult {
-            at_ms: c.at.as_millis() as u64,
-            id: c.id,
-            result,
-            error,
-        });
-    }
-    results
+    corequic_endpoint::run_controls(&controls, Instant::now(), |id, args| {
+        plugin_control(&conn, id, args)
+    })
+    .await
 }
 
 async fn client(args: &Args, mut setup: Setup) -> Result<bool, String> {
@@ -517,10 +438,6 @@ async fn client(args: &Args, mut setup: Setup) -> Result<bool, String> {
         }
     };
     let stats = Stats {
-        schema: 1,
-        host: "s2n-quic".into(),
-        role: Role::Client,
-        test: args.test.clone(),
         ok,
         bytes,
         duration_ms: duration.as_secs_f64() * 1e3,
@@ -530,6 +447,7 @@ async fn client(args: &Args, mut setup: Setup) -> Result<bool, String> {
         controls,
         logs: log_lines(&setup.logs),
         extra,
+        ..Stats::of("s2n-quic", args)
     };
     stats.write(args.stats.as_ref())?;
     // Give the CONNECTION_CLOSE a chance to leave before the process exits.

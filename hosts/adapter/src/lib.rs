@@ -861,3 +861,113 @@ macro_rules! observed_frame_to_abi {
         frame
     }};
 }
+
+/// The hooks whose bodies are the same on every stack, for an adapter's
+/// `impl Extension` block: `transport_parameters`, `wants_to_send`,
+/// `write_frames`, `on_frames`, `observes_frame`, `observe_frame`,
+/// `on_timeout`, `sending_halted` and `as_any_mut`. The adapter writes the
+/// three whose types are its stack's own (`decode_transport_parameter` and
+/// `process_frame` return its error type, `next_timeout` its clock's time).
+///
+/// Name the stack's types as they are in scope: the hook context type, and
+/// the `SendContext`, `SendPosition`, `ExtensionFrame` and `ObservedFrame`
+/// of its patch. The extension must have a field `plugins:
+/// ConnectionPlugins` and a method `stack(&mut self, cx) -> impl
+/// StackConnection` (its view of the connection during a hook).
+///
+/// ```text
+/// impl Extension for QuinnPlugins {
+///     corequic_adapter::extension_hooks!(
+///         ExtensionContext<'_>, SendContext, SendPosition, ExtensionFrame, ObservedFrame
+///     );
+///     // decode_transport_parameter, process_frame, next_timeout
+/// }
+/// ```
+#[macro_export]
+macro_rules! extension_hooks {
+    ($cx:ty, $send:ident, $position:ident, $frame:ident, $observed:ident) => {
+        fn transport_parameters(&mut self) -> Vec<(u64, Vec<u8>)> {
+            self.plugins.transport_parameters()
+        }
+
+        fn wants_to_send(&mut self, cx: &mut $cx, ctx: &$send) -> bool {
+            let slot = $crate::send_slot!(ctx, $position);
+            let mut stack = self.stack(cx);
+            self.plugins.wants_to_send(&mut stack, &slot)
+        }
+
+        fn write_frames(
+            &mut self,
+            cx: &mut $cx,
+            ctx: &$send,
+            buf: &mut Vec<u8>,
+            frames: &mut Vec<$frame>,
+        ) {
+            let slot = $crate::send_slot!(ctx, $position);
+            let mut stack = self.stack(cx);
+            self.plugins.write_frames(&mut stack, &slot, buf, |f| {
+                frames.push($frame {
+                    frame_type: f.frame_type,
+                    tag: f.tag,
+                    ack_eliciting: f.ack_eliciting,
+                    in_flight: f.in_flight,
+                })
+            });
+        }
+
+        fn on_frames(&mut self, cx: &mut $cx, frames: &[$frame], acked: bool) {
+            let mut stack = self.stack(cx);
+            let frames = frames.iter().map(|f| (f.frame_type, f.tag));
+            self.plugins.on_frames(&mut stack, frames, acked);
+        }
+
+        fn observes_frame(&mut self, frame_type: u64) -> bool {
+            self.plugins.observes_frame(frame_type)
+        }
+
+        fn observe_frame(
+            &mut self,
+            cx: &mut $cx,
+            frame: &$observed,
+            after: bool,
+            packet_number: u64,
+        ) {
+            let frame = $crate::observed_frame_to_abi!($observed, frame);
+            let mut stack = self.stack(cx);
+            self.plugins
+                .observe_frame(&mut stack, frame, after, packet_number);
+        }
+
+        fn on_timeout(&mut self, cx: &mut $cx) {
+            let mut stack = self.stack(cx);
+            self.plugins.on_timeout(&mut stack);
+        }
+
+        fn sending_halted(&self) -> bool {
+            self.plugins.sending_halted()
+        }
+
+        fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+            self
+        }
+    };
+}
+
+/// A [`SendSlot`] from a stack's `SendContext` (every patch declares the
+/// same fields, and a `SendPosition` with the same variants).
+#[macro_export]
+macro_rules! send_slot {
+    ($ctx:expr, $position:ident) => {{
+        let ctx = $ctx;
+        $crate::SendSlot {
+            packet_number: ctx.packet_number,
+            position: match ctx.position {
+                $position::First => $crate::__abi::SendPosition::First,
+                $position::AfterAck => $crate::__abi::SendPosition::AfterAck,
+                $position::End => $crate::__abi::SendPosition::End,
+            },
+            room: ctx.room,
+            in_flight: ctx.in_flight,
+        }
+    }};
+}

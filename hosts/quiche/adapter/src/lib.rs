@@ -27,16 +27,15 @@
 #![warn(missing_docs)]
 
 use corequic_adapter::{
-    Attachment, ConnectionInfo, ConnectionPlugins, FrameRefused, SendSlot, StackConnection,
-    observed_frame_to_abi,
+    Attachment, ConnectionInfo, ConnectionPlugins, FrameRefused, StackConnection,
 };
 pub use corequic_adapter::{ConnectionReport, FrameCounts, LogSink};
-use corequic_runtime::abi::{self, FieldId, FieldRef, PluginVal, PnSpace, SendPosition};
+use corequic_runtime::abi::{self, FieldId, FieldRef, PluginVal, PnSpace};
 use corequic_runtime::{HostCapabilities, Plugin, PluginStats, RoutineError, Runtime};
 use quiche::{
     Extension, ExtensionContext, ExtensionFactory, ExtensionFrame, ObservedFrame, SendContext,
+    SendPosition,
 };
-use std::any::Any;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -207,19 +206,6 @@ impl StackConnection for Quiche<'_, '_> {
     }
 }
 
-fn send_slot(ctx: &SendContext) -> SendSlot {
-    SendSlot {
-        packet_number: ctx.packet_number,
-        position: match ctx.position {
-            quiche::SendPosition::First => SendPosition::First,
-            quiche::SendPosition::AfterAck => SendPosition::AfterAck,
-            quiche::SendPosition::End => SendPosition::End,
-        },
-        room: ctx.room,
-        in_flight: ctx.in_flight,
-    }
-}
-
 impl QuichePlugins {
     fn stack<'a, 'b>(&self, cx: &'a mut ExtensionContext<'b>) -> Quiche<'a, 'b> {
         Quiche {
@@ -258,9 +244,13 @@ impl QuichePlugins {
 }
 
 impl Extension for QuichePlugins {
-    fn transport_parameters(&mut self) -> Vec<(u64, Vec<u8>)> {
-        self.plugins.transport_parameters()
-    }
+    corequic_adapter::extension_hooks!(
+        ExtensionContext<'_>,
+        SendContext,
+        SendPosition,
+        ExtensionFrame,
+        ObservedFrame
+    );
 
     fn decode_transport_parameter(
         &mut self,
@@ -272,36 +262,6 @@ impl Extension for QuichePlugins {
         self.plugins
             .decode_transport_parameter(&mut stack, id, value)
             .map_err(|_| quiche::Error::InvalidTransportParam)
-    }
-
-    fn wants_to_send(&mut self, cx: &mut ExtensionContext<'_>, ctx: &SendContext) -> bool {
-        let mut stack = self.stack(cx);
-        self.plugins.wants_to_send(&mut stack, &send_slot(ctx))
-    }
-
-    fn write_frames(
-        &mut self,
-        cx: &mut ExtensionContext<'_>,
-        ctx: &SendContext,
-        buf: &mut Vec<u8>,
-        frames: &mut Vec<ExtensionFrame>,
-    ) {
-        let mut stack = self.stack(cx);
-        self.plugins
-            .write_frames(&mut stack, &send_slot(ctx), buf, |f| {
-                frames.push(ExtensionFrame {
-                    frame_type: f.frame_type,
-                    tag: f.tag,
-                    ack_eliciting: f.ack_eliciting,
-                    in_flight: f.in_flight,
-                })
-            });
-    }
-
-    fn on_frames(&mut self, cx: &mut ExtensionContext<'_>, frames: &[ExtensionFrame], acked: bool) {
-        let mut stack = self.stack(cx);
-        let frames = frames.iter().map(|f| (f.frame_type, f.tag));
-        self.plugins.on_frames(&mut stack, frames, acked);
     }
 
     fn process_frame(
@@ -318,39 +278,9 @@ impl Extension for QuichePlugins {
             .map_err(|_: FrameRefused| quiche::Error::InvalidFrame)
     }
 
-    fn observes_frame(&mut self, frame_type: u64) -> bool {
-        self.plugins.observes_frame(frame_type)
-    }
-
-    fn observe_frame(
-        &mut self,
-        cx: &mut ExtensionContext<'_>,
-        frame: &ObservedFrame,
-        after: bool,
-        packet_number: u64,
-    ) {
-        let frame = observed_frame_to_abi!(ObservedFrame, frame);
-        let mut stack = self.stack(cx);
-        self.plugins
-            .observe_frame(&mut stack, frame, after, packet_number);
-    }
-
     fn next_timeout(&self) -> Option<Instant> {
         let ns = self.plugins.next_timeout()?;
         Some(self.epoch + Duration::from_nanos(ns))
-    }
-
-    fn on_timeout(&mut self, cx: &mut ExtensionContext<'_>) {
-        let mut stack = self.stack(cx);
-        self.plugins.on_timeout(&mut stack);
-    }
-
-    fn sending_halted(&self) -> bool {
-        self.plugins.sending_halted()
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
     }
 }
 

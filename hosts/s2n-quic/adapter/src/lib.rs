@@ -31,19 +31,17 @@
 #![warn(missing_docs)]
 
 use corequic_adapter::{
-    Attachment, ConnectionInfo, ConnectionPlugins, FrameRefused, SendSlot, StackConnection,
-    observed_frame_to_abi,
+    Attachment, ConnectionInfo, ConnectionPlugins, FrameRefused, StackConnection,
 };
 pub use corequic_adapter::{ConnectionReport, FrameCounts, LogSink};
-use corequic_runtime::abi::{self, FieldId, FieldRef, PluginVal, PnSpace, SendPosition};
+use corequic_runtime::abi::{self, FieldId, FieldRef, PluginVal, PnSpace};
 use corequic_runtime::{HostCapabilities, Plugin, PluginStats, RoutineError, Runtime};
 use s2n_quic_core::time::Timestamp;
 use s2n_quic_core::transport;
 use s2n_quic_transport::extension::{
     Extension, ExtensionContext, ExtensionFactory, ExtensionFrame, ExtensionInfo, ObservedFrame,
-    SendContext,
+    SendContext, SendPosition,
 };
-use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -247,20 +245,6 @@ impl StackConnection for S2n<'_> {
     }
 }
 
-fn send_slot(ctx: &SendContext) -> SendSlot {
-    use s2n_quic_transport::extension::SendPosition as S2nPosition;
-    SendSlot {
-        packet_number: ctx.packet_number,
-        position: match ctx.position {
-            S2nPosition::First => SendPosition::First,
-            S2nPosition::AfterAck => SendPosition::AfterAck,
-            S2nPosition::End => SendPosition::End,
-        },
-        room: ctx.room,
-        in_flight: ctx.in_flight,
-    }
-}
-
 impl S2nPlugins {
     /// The connection view of one hook; remembers when it ran, for
     /// [`S2nPlugins::plugin_control`].
@@ -311,9 +295,13 @@ impl S2nPlugins {
 }
 
 impl Extension for S2nPlugins {
-    fn transport_parameters(&mut self) -> Vec<(u64, Vec<u8>)> {
-        self.plugins.transport_parameters()
-    }
+    corequic_adapter::extension_hooks!(
+        ExtensionContext,
+        SendContext,
+        SendPosition,
+        ExtensionFrame,
+        ObservedFrame
+    );
 
     fn decode_transport_parameter(
         &mut self,
@@ -329,36 +317,6 @@ impl Extension for S2nPlugins {
             .map_err(|_| {
                 transport::Error::TRANSPORT_PARAMETER_ERROR.with_reason("refused by a plugin")
             })
-    }
-
-    fn wants_to_send(&mut self, cx: &mut ExtensionContext, ctx: &SendContext) -> bool {
-        let mut stack = self.stack(cx);
-        self.plugins.wants_to_send(&mut stack, &send_slot(ctx))
-    }
-
-    fn write_frames(
-        &mut self,
-        cx: &mut ExtensionContext,
-        ctx: &SendContext,
-        buf: &mut Vec<u8>,
-        frames: &mut Vec<ExtensionFrame>,
-    ) {
-        let mut stack = self.stack(cx);
-        self.plugins
-            .write_frames(&mut stack, &send_slot(ctx), buf, |f| {
-                frames.push(ExtensionFrame {
-                    frame_type: f.frame_type,
-                    tag: f.tag,
-                    ack_eliciting: f.ack_eliciting,
-                    in_flight: f.in_flight,
-                })
-            });
-    }
-
-    fn on_frames(&mut self, cx: &mut ExtensionContext, frames: &[ExtensionFrame], acked: bool) {
-        let mut stack = self.stack(cx);
-        let frames = frames.iter().map(|f| (f.frame_type, f.tag));
-        self.plugins.on_frames(&mut stack, frames, acked);
     }
 
     fn process_frame(
@@ -385,38 +343,8 @@ impl Extension for S2nPlugins {
             })
     }
 
-    fn observes_frame(&mut self, frame_type: u64) -> bool {
-        self.plugins.observes_frame(frame_type)
-    }
-
-    fn observe_frame(
-        &mut self,
-        cx: &mut ExtensionContext,
-        frame: &ObservedFrame,
-        after: bool,
-        packet_number: u64,
-    ) {
-        let frame = observed_frame_to_abi!(ObservedFrame, frame);
-        let mut stack = self.stack(cx);
-        self.plugins
-            .observe_frame(&mut stack, frame, after, packet_number);
-    }
-
     fn next_timeout(&self) -> Option<Timestamp> {
         let ns = self.plugins.next_timeout()?;
         self.epoch.checked_add(Duration::from_nanos(ns))
-    }
-
-    fn on_timeout(&mut self, cx: &mut ExtensionContext) {
-        let mut stack = self.stack(cx);
-        self.plugins.on_timeout(&mut stack);
-    }
-
-    fn sending_halted(&self) -> bool {
-        self.plugins.sending_halted()
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
     }
 }

@@ -971,3 +971,282 @@ macro_rules! send_slot {
         }
     }};
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corequic_runtime::{HostConnection, RuntimeConfig};
+
+    /// A stack connection that records what the core asked of it.
+    #[derive(Default)]
+    struct FakeStack {
+        pings: u32,
+        closes: Vec<(u64, String)>,
+        window: Option<u64>,
+        /// What the stack's setters answer.
+        applies: bool,
+    }
+
+    impl StackConnection for FakeStack {
+        fn now(&self) -> u64 {
+            42
+        }
+        fn get_field(&mut self, field: FieldRef) -> Result<PluginVal, abi::Error> {
+            match field.id {
+                FieldId::CongestionWindow => Ok(PluginVal::U64(self.window.unwrap_or(0))),
+                id => Err(abi::Error::NotFound(id.name().into())),
+            }
+        }
+        fn set_congestion_window(&mut self, bytes: u64) -> Result<bool, abi::Error> {
+            if self.applies {
+                self.window = Some(bytes);
+            }
+            Ok(self.applies)
+        }
+        fn set_ssthresh(&mut self, _bytes: Option<u64>) -> Result<bool, abi::Error> {
+            Ok(self.applies)
+        }
+        fn set_flow_limit(&mut self, _field: FieldId, _max: u64) -> Result<bool, abi::Error> {
+            Ok(self.applies)
+        }
+        fn ping(&mut self) -> Result<(), abi::Error> {
+            self.pings += 1;
+            Ok(())
+        }
+        fn close(&mut self, error_code: u64, reason: &str) {
+            self.closes.push((error_code, reason.into()));
+        }
+    }
+
+    fn field(id: FieldId) -> FieldRef {
+        FieldRef { id, space: None }
+    }
+
+    fn info() -> ConnectionInfo {
+        ConnectionInfo {
+            is_server: true,
+            local: None,
+            remote: "192.0.2.1:443".parse().expect("address"),
+        }
+    }
+
+    /// A connection with no plugins: the core's own behaviour.
+    fn plugins() -> ConnectionPlugins {
+        let runtime =
+            Runtime::new(RuntimeConfig::default(), capabilities(Vec::new())).expect("runtime");
+        ConnectionPlugins::new("test", &runtime, &[], info(), None).expect("attached")
+    }
+
+    fn state() -> State {
+        plugins().state
+    }
+
+    #[test]
+    fn before_the_connection_the_core_answers_what_it_knows() {
+        let mut st = state();
+        let mut view = View::<dyn StackConnection> {
+            cx: None,
+            st: &mut st,
+        };
+        assert_eq!(
+            view.get_field(field(FieldId::IsServer)),
+            Ok(PluginVal::Bool(true))
+        );
+        assert_eq!(
+            view.get_field(field(FieldId::PeerAddress)),
+            Ok(PluginVal::from(info().remote))
+        );
+        assert!(matches!(
+            view.get_field(field(FieldId::LocalAddress)),
+            Err(abi::Error::NotFound(_))
+        ));
+        assert!(matches!(
+            view.get_field(field(FieldId::CongestionWindow)),
+            Err(abi::Error::NotFound(_))
+        ));
+        assert!(matches!(
+            view.set_field(field(FieldId::CongestionWindow), PluginVal::U64(1)),
+            Err(abi::Error::NotFound(_))
+        ));
+        // sending-halted is the core's own state, writable in every phase.
+        assert_eq!(
+            view.set_field(field(FieldId::SendingHalted), PluginVal::Bool(true)),
+            Ok(())
+        );
+        assert!(st.sending_halted);
+    }
+
+    #[test]
+    fn writes_the_stack_cannot_apply_are_refused_with_the_spec_errors() {
+        let mut st = state();
+        let mut stack = FakeStack::default();
+        let mut view = View {
+            cx: Some(&mut stack),
+            st: &mut st,
+        };
+        assert!(matches!(
+            view.set_field(field(FieldId::CongestionWindow), PluginVal::U64(10_000)),
+            Err(abi::Error::Unsupported(_))
+        ));
+        assert_eq!(
+            view.set_field(field(FieldId::MaxRxData), PluginVal::U64(5)),
+            Err(abi::flow_limit_refused(FieldId::MaxRxData, 5))
+        );
+        let mut stack = FakeStack {
+            applies: true,
+            ..FakeStack::default()
+        };
+        let mut view = View {
+            cx: Some(&mut stack),
+            st: &mut st,
+        };
+        assert_eq!(
+            view.set_field(field(FieldId::CongestionWindow), PluginVal::U64(10_000)),
+            Ok(())
+        );
+        assert_eq!(
+            view.get_field(field(FieldId::CongestionWindow)),
+            Ok(PluginVal::U64(10_000))
+        );
+        assert_eq!(
+            view.set_field(field(FieldId::Ssthresh), PluginVal::None),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn a_ping_asked_for_before_the_connection_goes_out_at_the_next_hook() {
+        let mut plugins = plugins();
+        let mut view = View::<dyn StackConnection> {
+            cx: None,
+            st: &mut plugins.state,
+        };
+        assert_eq!(view.send_frame(Frame::Ping), Ok(()));
+        let mut stack = FakeStack::default();
+        plugins.on_timeout(&mut stack);
+        assert_eq!(stack.pings, 1);
+        plugins.on_timeout(&mut stack);
+        assert_eq!(stack.pings, 1, "sent once");
+    }
+
+    #[test]
+    fn path_challenges_go_first_in_in_flight_packets_only() {
+        let mut plugins = plugins();
+        let mut view = View::<dyn StackConnection> {
+            cx: None,
+            st: &mut plugins.state,
+        };
+        assert_eq!(view.send_frame(Frame::PathChallenge(7)), Ok(()));
+        assert!(matches!(
+            view.send_frame(Frame::MaxData(1)),
+            Err(abi::Error::Unsupported(_))
+        ));
+        let mut stack = FakeStack::default();
+        let slot = |position, in_flight| SendSlot {
+            packet_number: 1,
+            position,
+            room: 100,
+            in_flight,
+        };
+        let (mut buf, mut sent) = (Vec::new(), Vec::new());
+        for s in [
+            slot(SendPosition::First, false),
+            slot(SendPosition::End, true),
+        ] {
+            assert!(plugins.wants_to_send(&mut stack, &s));
+            plugins.write_frames(&mut stack, &s, &mut buf, |f| sent.push(f));
+            assert!(buf.is_empty(), "not in this packet");
+        }
+        plugins.write_frames(
+            &mut stack,
+            &slot(SendPosition::First, true),
+            &mut buf,
+            |f| sent.push(f),
+        );
+        assert_eq!(buf, [0x1a, 0, 0, 0, 0, 0, 0, 0, 7]);
+        assert_eq!(
+            sent,
+            [SentFrame {
+                frame_type: PATH_CHALLENGE,
+                tag: 7,
+                ack_eliciting: true,
+                in_flight: true,
+            }]
+        );
+        // Its fate is the stack's: it is not a plugin frame.
+        plugins.on_frames(&mut stack, [(PATH_CHALLENGE, 7), (0xbd, 1)], true);
+        plugins.on_frames(&mut stack, [(0xbd, 2)], false);
+        assert_eq!(plugins.frame_counts(PATH_CHALLENGE), FrameCounts::default());
+        let bdp = plugins.frame_counts(0xbd);
+        assert_eq!((bdp.acked, bdp.lost), (1, 1));
+    }
+
+    /// The variants every hook patch declares.
+    #[allow(dead_code)]
+    enum ObservedFrame {
+        Ping,
+        Ack(
+            u64,
+            std::time::Duration,
+            Vec<(u64, u64)>,
+            Option<(u64, u64, u64)>,
+        ),
+        ResetStream(u64, u64, u64),
+        StopSending(u64, u64),
+        Crypto(u64, u64),
+        NewToken(Vec<u8>),
+        Stream(u64, u64, u64, bool),
+        MaxData(u64),
+        MaxStreamData(u64, u64),
+        MaxStreams(bool, u64),
+        DataBlocked(u64),
+        StreamDataBlocked(u64, u64),
+        StreamsBlocked(bool, u64),
+        NewConnectionId(u64, u64, Vec<u8>, u128),
+        RetireConnectionId(u64),
+        PathChallenge(u64),
+        PathResponse(u64),
+        Close(bool, u64, Option<u64>, bytes::Bytes),
+        HandshakeDone,
+        Datagram(u64),
+        Other(u64),
+    }
+
+    #[test]
+    fn observed_frames_convert_to_abi_frames() {
+        let ack = ObservedFrame::Ack(
+            9,
+            std::time::Duration::from_micros(25),
+            vec![(0, 9)],
+            Some((1, 2, 3)),
+        );
+        assert_eq!(
+            observed_frame_to_abi!(ObservedFrame, &ack),
+            Some(Frame::Ack(abi::AckFrame {
+                largest_acknowledged: 9,
+                ack_delay: 25_000,
+                ranges: vec![(0, 9)],
+                ecn: Some(abi::EcnCounts {
+                    ect0: 1,
+                    ect1: 2,
+                    ce: 3
+                }),
+            }))
+        );
+        let cid = ObservedFrame::NewConnectionId(3, 1, vec![0xaa; 8], 0x0102);
+        let Some(Frame::NewConnectionId(cid)) = observed_frame_to_abi!(ObservedFrame, &cid) else {
+            panic!("a NEW_CONNECTION_ID");
+        };
+        assert_eq!(cid.stateless_reset_token.len(), 16);
+        assert_eq!(cid.stateless_reset_token[14..], [1, 2]);
+        let close = ObservedFrame::Close(true, 7, None, bytes::Bytes::from_static(b"bye"));
+        assert!(matches!(
+            observed_frame_to_abi!(ObservedFrame, &close),
+            Some(Frame::ConnectionClose(c)) if c.reason == b"bye" && c.application
+        ));
+        assert_eq!(
+            observed_frame_to_abi!(ObservedFrame, &ObservedFrame::Other(0x99)),
+            None
+        );
+    }
+}

@@ -31,7 +31,7 @@ C_LINK_FLAGS := -mexec-model=reactor -nostartfiles -Wl,--no-entry -Wl,--strip-al
 # Host-side packages (everything but the wasm plugin crates).
 HOST_PACKAGES := -p corequic-runtime -p corequic-mock -p corequic-sdk -p xtask -p corequic-adapter -p corequic-endpoint -p corequic-quinn -p corequic-quinn-endpoint -p corequic-quiche -p corequic-quiche-endpoint -p corequic-s2n -p corequic-s2n-endpoint -p corequic-contract -p corequic-interop -p corequic-conformance -p corequic-book -p corequic-registry
 
-.PHONY: all setup patches patch-check test-upstream plugins c-plugins wit-doc check-wit-doc fmt-check lint test bench bench-pluginop demo interop interop-build interop-test conformance conformance-claims chaos fuzz paper perf browser sizes docs docs-check check-registry clean
+.PHONY: all setup patches patch-check test-upstream plugins c-plugins wit-doc check-wit-doc fmt-check lint test bench bench-pluginop demo interop interop-build interop-test conformance conformance-claims chaos fuzz paper perf scale browser sizes docs docs-check check-registry clean
 
 all: plugins
 
@@ -208,6 +208,12 @@ perf: plugins
 	$(CARGO) build --release --bins $(foreach p,$(ENDPOINT_PACKAGES),-p $(p)) -p corequic-interop
 	$(TARGET_DIR)/release/interop-runner perf --bin-dir $(TARGET_DIR)/release \
 	  --runs $(PERF_RUNS) --size $(PERF_SIZE) --out $(INTEROP_OUT)/perf --markdown $(INTEROP_OUT)/perf/table.md
+
+## scale: one quinn server holding 1, 100 and 1,000 connections with and
+## without the four non-padding reference plugins: handshake rate and memory
+## per connection (docs/measurements.md).
+scale: plugins
+	$(CARGO) bench -p corequic-quinn --bench scale
 
 ## browser: Debian's chromium for the report's render test.
 browser:

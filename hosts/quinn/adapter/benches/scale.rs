@@ -1,0 +1,292 @@
+//! Scale: one quinn server holding many concurrent connections, each with
+//! the four non-padding reference plugins (probe, BDP, DUMMY, ACK logger),
+//! against the same server without plugins (`make scale`).
+//!
+//! A quinn-proto server and client run in this process over an in-memory
+//! link: the client opens N connections at once, and datagrams are handed
+//! between the two endpoints until every handshake has completed on both
+//! sides. Measured:
+//!
+//! - the handshake rate, N divided by the time from the first `connect` to
+//!   the last completed handshake (client and server work together, the
+//!   client without plugins in both configurations);
+//! - the resident memory the N open connections hold (`VmRSS` after the
+//!   handshakes minus `VmRSS` before the first `connect`), per connection.
+//!
+//! Every (N, configuration) runs in a fresh child process, so that memory
+//! an earlier run freed but the allocator kept does not hide a later run's.
+//! A socket per connection would add the kernel's buffers, the same with
+//! and without plugins; the endpoint binaries serve one connection at a
+//! time, so the in-memory link is how one server holds N of them.
+
+use bytes::BytesMut;
+use corequic_endpoint::testing::plugin_path;
+use corequic_quinn::QuinnPlugins;
+use corequic_runtime::{Grants, Runtime, RuntimeConfig};
+use quinn_proto::{
+    ClientConfig, Connection, ConnectionHandle, DatagramEvent, Endpoint, EndpointConfig, Event,
+    ServerConfig, TransportConfig,
+};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The plugins of the server's connections.
+const PLUGINS: [&str; 4] = ["probe", "bdp", "dummy", "ack-logger"];
+/// Connection counts.
+const COUNTS: [usize; 3] = [1, 100, 1000];
+/// Runs per (count, configuration); the table shows the median.
+const RUNS: usize = 3;
+
+/// The resident set size of this process, KiB.
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// One quinn endpoint's side of the in-memory link.
+struct Side {
+    endpoint: Endpoint,
+    connections: HashMap<ConnectionHandle, Connection>,
+    addr: SocketAddr,
+    established: usize,
+}
+
+impl Side {
+    fn new(endpoint: Endpoint, port: u16) -> Side {
+        Side {
+            endpoint,
+            connections: HashMap::new(),
+            addr: SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
+            established: 0,
+        }
+    }
+
+    /// Every datagram this side's connections send now, and the events they
+    /// raise on the way.
+    fn transmit(&mut self, now: Instant) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut buf = Vec::new();
+        for (ch, conn) in &mut self.connections {
+            loop {
+                buf.clear();
+                let Some(t) = conn.poll_transmit(now, 1, &mut buf) else {
+                    break;
+                };
+                out.push(buf[..t.size].to_vec());
+            }
+            while let Some(ev) = conn.poll_endpoint_events() {
+                if let Some(ev) = self.endpoint.handle_event(*ch, ev) {
+                    conn.handle_event(ev);
+                }
+            }
+            while let Some(ev) = conn.poll() {
+                if matches!(ev, Event::Connected) {
+                    self.established += 1;
+                }
+            }
+        }
+        out
+    }
+
+    fn receive(&mut self, now: Instant, from: SocketAddr, datagrams: Vec<Vec<u8>>) {
+        let mut buf = Vec::new();
+        for d in datagrams {
+            buf.clear();
+            match self
+                .endpoint
+                .handle(now, from, None, None, BytesMut::from(&d[..]), &mut buf)
+            {
+                Some(DatagramEvent::NewConnection(incoming)) => {
+                    let (ch, conn) = self
+                        .endpoint
+                        .accept(incoming, now, &mut buf, None)
+                        .expect("accept");
+                    self.connections.insert(ch, conn);
+                }
+                Some(DatagramEvent::ConnectionEvent(ch, ev)) => {
+                    if let Some(conn) = self.connections.get_mut(&ch) {
+                        conn.handle_event(ev);
+                    }
+                }
+                Some(DatagramEvent::Response(_)) | None => {}
+            }
+        }
+    }
+}
+
+/// A transport, with the four plugins on every connection when
+/// `connections` is given: the runtime's instance pool is sized for them
+/// (the default pool, 256 instances, holds 64 connections of four plugins;
+/// a connection beyond it would run without plugins).
+fn transport(connections: Option<usize>) -> TransportConfig {
+    let mut t = TransportConfig::default();
+    t.mtu_discovery_config(None);
+    if let Some(n) = connections {
+        let config = RuntimeConfig {
+            pool_instances: u32::try_from(PLUGINS.len() * n).expect("pool size"),
+            ..RuntimeConfig::default()
+        };
+        let runtime =
+            Arc::new(Runtime::new(config, corequic_quinn::capabilities()).expect("runtime"));
+        let plugins = PLUGINS
+            .iter()
+            .map(|p| {
+                runtime
+                    .load_file(&plugin_path(p), &Grants::all())
+                    .expect("plugin")
+            })
+            .collect();
+        let factory = corequic_quinn::PluginFactory::new(runtime, plugins);
+        t.extension_factory(Some(Arc::new(factory)));
+    }
+    t
+}
+
+/// One measurement: `n` connections, the server with plugins or without;
+/// prints `handshakes_per_second kib_per_connection`.
+fn measure(n: usize, with_plugins: bool) {
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).expect("cert");
+    let cert_der = CertificateDer::from(cert.cert.der().to_vec());
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(cert.signing_key.serialize_der()));
+    let mut server_config =
+        ServerConfig::with_single_cert(vec![cert_der.clone()], key).expect("server config");
+    // Plugins are compiled and loaded here, before the baseline is taken:
+    // what is measured is what each connection adds.
+    server_config.transport_config(Arc::new(transport(with_plugins.then_some(n))));
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert_der).expect("root");
+    let mut client_config =
+        ClientConfig::with_root_certificates(Arc::new(roots)).expect("client config");
+    client_config.transport_config(Arc::new(transport(None)));
+    let mut server = Side::new(
+        Endpoint::new(
+            Arc::new(EndpointConfig::default()),
+            Some(Arc::new(server_config)),
+            false,
+            Some([1; 32]),
+        ),
+        4433,
+    );
+    let mut client = Side::new(
+        Endpoint::new(
+            Arc::new(EndpointConfig::default()),
+            None,
+            false,
+            Some([2; 32]),
+        ),
+        4434,
+    );
+
+    let before = rss_kib();
+    let started = Instant::now();
+    for _ in 0..n {
+        let (ch, conn) = client
+            .endpoint
+            .connect(
+                Instant::now(),
+                client_config.clone(),
+                server.addr,
+                "localhost",
+            )
+            .expect("connect");
+        client.connections.insert(ch, conn);
+    }
+    while client.established < n || server.established < n {
+        let now = Instant::now();
+        let to_server = client.transmit(now);
+        let to_client = server.transmit(now);
+        assert!(
+            !(to_server.is_empty() && to_client.is_empty()),
+            "the handshakes stalled: {} of {n} client and {} server connections established",
+            client.established,
+            server.established
+        );
+        server.receive(now, client.addr, to_server);
+        client.receive(now, server.addr, to_client);
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let after = rss_kib();
+    assert_eq!(server.connections.len(), n);
+    // Every server connection holds its plugins (none was refused for lack
+    // of pool room).
+    let mut attached = 0;
+    for conn in server.connections.values_mut() {
+        let plugins = conn.with_extension(Instant::now(), |ext, _| {
+            QuinnPlugins::from_extension(ext).map(|p| p.stats().len())
+        });
+        if plugins.flatten() == Some(PLUGINS.len()) {
+            attached += 1;
+        }
+    }
+    assert_eq!(
+        attached,
+        if with_plugins { n } else { 0 },
+        "connections with plugins"
+    );
+    println!(
+        "{:.1} {:.1}",
+        n as f64 / elapsed,
+        after.saturating_sub(before) as f64 / n as f64
+    );
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    // A child: one measurement.
+    if let [flag, n, plugins] = args.as_slice()
+        && flag == "--measure"
+    {
+        measure(n.parse().expect("count"), plugins == "plugins");
+        return;
+    }
+    // cargo bench passes `--bench`; anything else is ignored.
+    let exe = std::env::current_exe().expect("own path");
+    let run = |n: usize, config: &str| -> (f64, f64) {
+        let mut rates = Vec::new();
+        let mut kib = Vec::new();
+        for _ in 0..RUNS {
+            let out = Command::new(&exe)
+                .args(["--measure", &n.to_string(), config])
+                .output()
+                .expect("child");
+            assert!(
+                out.status.success(),
+                "{n} connections, {config}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let text = String::from_utf8_lossy(&out.stdout);
+            let mut fields = text
+                .split_whitespace()
+                .map(|f| f.parse::<f64>().expect("number"));
+            rates.push(fields.next().expect("rate"));
+            kib.push(fields.next().expect("memory"));
+        }
+        (median(rates), median(kib))
+    };
+    println!(
+        "| connections | handshakes/s, no plugins | handshakes/s, 4 plugins | ratio | KiB/connection, no plugins | KiB/connection, 4 plugins | extra KiB/connection |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for n in COUNTS {
+        let (rate0, kib0) = run(n, "none");
+        let (rate4, kib4) = run(n, "plugins");
+        println!(
+            "| {n} | {rate0:.0} | {rate4:.0} | {:.1} % | {kib0:.1} | {kib4:.1} | {:.1} |",
+            100.0 * rate4 / rate0,
+            kib4 - kib0
+        );
+    }
+}

@@ -1,8 +1,11 @@
-//! A plugin that only observes (AFTER process-frame of ACK) and, when armed
-//! through plugin-control, traps or attempts a mutation there. Its faults
-//! must leave the connection running. Through plugin-control it can also
-//! halt sending and trap at once, to show that its removal releases the
-//! halt.
+//! A plugin that only observes (AFTER process-frame of ACK and of STREAM)
+//! and, when armed through plugin-control, traps or attempts a mutation
+//! there. It observes both so that either side of a download keeps seeing
+//! frames after it is armed: a server receives ACKs for what it sends, a
+//! client receives the STREAM frames of its download (it may receive no
+//! ACK at all once its request is acknowledged). Its faults must leave the
+//! connection running. Through plugin-control it can also halt sending and
+//! trap at once, to show that its removal releases the halt.
 
 #![cfg_attr(target_arch = "wasm32", no_std)]
 
@@ -12,11 +15,13 @@ use alloc::{string::String, vec::Vec};
 use corequic_sdk::*;
 
 const ACK: u64 = 0x02;
+/// Every STREAM type (observers bind the first of the family).
+const STREAM: u64 = 0x08;
 const ARM_TRAP: u64 = 0x4f_0001;
 const ARM_MUTATE: u64 = 0x4f_0002;
 /// Returns the error the last mutation attempt got (or nothing).
 const LAST_ERROR: u64 = 0x4f_0003;
-/// Returns the number of ACK frames observed.
+/// Returns the number of ACK and STREAM frames observed.
 const OBSERVED: u64 = 0x4f_0004;
 /// Sets `sending-halted` (allowed: plugin-control is not an observer call).
 const HALT: u64 = 0x4f_0005;
@@ -37,6 +42,7 @@ impl Plugin for Observer {
     fn manifest() -> Manifest {
         Manifest::new("observer", "0.1.0")
             .bind(Routine::ProcessFrame, Anchor::After, ACK)
+            .bind(Routine::ProcessFrame, Anchor::After, STREAM)
             .control(ARM_TRAP)
             .control(ARM_MUTATE)
             .control(LAST_ERROR)

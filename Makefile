@@ -31,7 +31,7 @@ C_LINK_FLAGS := -mexec-model=reactor -nostartfiles -Wl,--no-entry -Wl,--strip-al
 # Host-side packages (everything but the wasm plugin crates).
 HOST_PACKAGES := -p corequic-runtime -p corequic-mock -p corequic-sdk -p xtask -p corequic-adapter -p corequic-endpoint -p corequic-quinn -p corequic-quinn-endpoint -p corequic-quiche -p corequic-quiche-endpoint -p corequic-s2n -p corequic-s2n-endpoint -p corequic-contract -p corequic-interop -p corequic-conformance -p corequic-book -p corequic-registry
 
-.PHONY: all setup patches patch-check test-upstream plugins c-plugins wit-doc check-wit-doc fmt-check lint test bench bench-pluginop demo interop interop-build interop-test conformance conformance-claims chaos fuzz paper perf scale browser sizes docs docs-check check-registry clean
+.PHONY: all setup patches patch-check neqo-source test-upstream plugins c-plugins wit-doc check-wit-doc fmt-check lint test bench bench-pluginop demo interop interop-build interop-test conformance conformance-claims chaos fuzz paper perf scale browser sizes docs docs-check check-registry clean
 
 all: plugins
 
@@ -71,6 +71,13 @@ patches:
 ## (`xtask patch edit|save HOST` is the workflow: hosts/README.md).
 patch-check: setup patches
 	$(CARGO) run -q -p xtask -- patch check
+
+## neqo-source: neqo 0.13.4, NSS 3.112.5 and NSPR from Debian's firefox-esr
+## source package (checksum-verified), and NSS built static, in build/neqo
+## (tools/neqo-source.sh; NEQO_SRC=DIR uses a Firefox source tree instead).
+## The first step of the neqo host; not yet part of `make test`.
+neqo-source:
+	tools/neqo-source.sh build/neqo
 
 ## test-upstream: the patched stacks' own test suites (no plugins loaded).
 test-upstream: setup patches

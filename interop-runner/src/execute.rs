@@ -231,13 +231,20 @@ fn side_args(env: &Environment, side: &SideSpec) -> Vec<String> {
     args
 }
 
+/// An endpoint's command: its arguments and the plugin cache of the run.
+fn endpoint_command(env: &Environment, binary: &Path, args: &[String]) -> Command {
+    let mut command = Command::new(binary);
+    command
+        .args(args)
+        .env(PLUGIN_CACHE_VAR, env.plugin_cache())
+        .stdin(Stdio::null());
+    command
+}
+
 fn spawn(env: &Environment, binary: &Path, args: &[String], log: &Path) -> std::io::Result<Child> {
     let out = File::create(log)?;
     let err = out.try_clone()?;
-    Command::new(binary)
-        .args(args)
-        .env(PLUGIN_CACHE_VAR, env.plugin_cache())
-        .stdin(Stdio::null())
+    endpoint_command(env, binary, args)
         .stdout(out)
         .stderr(err)
         .spawn()
@@ -270,10 +277,7 @@ pub fn start_server(
     deadline: Instant,
 ) -> Result<(Child, SocketAddr), (Option<Child>, String)> {
     let spawned = File::create(log).and_then(|out| {
-        Command::new(binary)
-            .args(args)
-            .env(PLUGIN_CACHE_VAR, env.plugin_cache())
-            .stdin(Stdio::null())
+        endpoint_command(env, binary, args)
             .stdout(Stdio::piped())
             .stderr(out)
             .spawn()

@@ -41,7 +41,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 pub use corequic_runtime::abi as __abi;
 
 /// PATH_CHALLENGE, which the adapter writes itself for `send-frame`.
-pub const PATH_CHALLENGE: u64 = 0x1a;
+const PATH_CHALLENGE: u64 = 0x1a;
 
 /// Bytes of a PATH_CHALLENGE frame: its type and 8 bytes of data.
 const PATH_CHALLENGE_LEN: usize = 9;
@@ -108,15 +108,13 @@ impl Attachment {
             self.log.clone(),
         )
     }
+}
 
-    /// How many plugins each connection gets.
-    pub fn len(&self) -> usize {
-        self.plugins.len()
-    }
-
-    /// Whether connections get no plugin at all.
-    pub fn is_empty(&self) -> bool {
-        self.plugins.is_empty()
+impl std::fmt::Debug for Attachment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Attachment")
+            .field("plugins", &self.plugins.len())
+            .finish()
     }
 }
 
@@ -425,11 +423,6 @@ impl ConnectionPlugins {
         self.set.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Log a warning of the adapter's.
-    pub fn warn(&self, message: String) {
-        self.state.warn(message);
-    }
-
     /// Run `f` with the plugin set and the connection view, then send a
     /// PING asked for before the connection existed and act on a close
     /// request (a plugin that defines protocol behaviour faulted).
@@ -462,7 +455,7 @@ impl ConnectionPlugins {
         r
     }
 
-    fn rx_context(&self, now: u64, packet_number: u64) -> RxContext {
+    fn rx_context(now: u64, packet_number: u64) -> RxContext {
         RxContext {
             packet_type: PacketType::OneRtt,
             space: PnSpace::ApplicationData,
@@ -614,7 +607,7 @@ impl ConnectionPlugins {
         payload: &[u8],
         packet_number: u64,
     ) -> Result<usize, FrameRefused> {
-        let rx = self.rx_context(cx.now(), packet_number);
+        let rx = Self::rx_context(cx.now(), packet_number);
         let r = self.with(cx, |set, view| {
             if !set.parses_frame_type(frame_type) {
                 return Err(FrameRefused::Unknown);
@@ -656,7 +649,7 @@ impl ConnectionPlugins {
         packet_number: u64,
     ) {
         let Some(frame) = frame else { return };
-        let rx = self.rx_context(cx.now(), packet_number);
+        let rx = Self::rx_context(cx.now(), packet_number);
         let anchor = if after { Anchor::After } else { Anchor::Before };
         self.with(cx, |set, view| set.observe_frame(view, anchor, &frame, rx));
     }

@@ -611,8 +611,17 @@ where
 /// The process's peak resident set size in KiB (`VmHWM` of
 /// `/proc/self/status`; `None` where there is no such file).
 pub fn peak_rss_kib() -> Option<u64> {
+    proc_status_kib("VmHWM:")
+}
+
+/// The process's resident set size now, in KiB (`VmRSS`).
+pub fn rss_kib() -> Option<u64> {
+    proc_status_kib("VmRSS:")
+}
+
+fn proc_status_kib(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
     line.split_whitespace().nth(1)?.parse().ok()
 }
 

@@ -214,19 +214,18 @@ pub fn edit(root: &Path, host: &str) -> Result<()> {
             .args(["commit", "-q", "-m"])
             .arg(format!("pristine {} {version}", s.krate)))?;
         run(git(&dest).args(["tag", "pristine"]))?;
-        for patch in s.patches()? {
-            run(git(&dest)
-                .args(["apply", "--whitespace=nowarn"])
-                .arg(&patch))
-            .with_context(|| format!("{} does not apply", patch.display()))?;
+        let patches = s.patches()?;
+        for patch in &patches {
+            run(git(&dest).args(["apply", "--whitespace=nowarn"]).arg(patch))
+                .with_context(|| format!("{} does not apply", patch.display()))?;
             run(git(&dest).args(["add", "-A"]))?;
-            run(git(&dest).args(["commit", "-q", "-m"]).arg(header(&patch)?))?;
+            run(git(&dest).args(["commit", "-q", "-m"]).arg(header(patch)?))?;
         }
         println!(
             "{}: {} {version} + {} patch(es), one commit each",
             dest.display(),
             s.krate,
-            s.patches()?.len()
+            patches.len()
         );
     }
     println!("edit and commit there, then `xtask patch save {host}`");

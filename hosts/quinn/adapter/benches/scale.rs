@@ -20,6 +20,7 @@
 //! time, so the in-memory link is how one server holds N of them.
 
 use bytes::BytesMut;
+use corequic_endpoint::rss_kib;
 use corequic_endpoint::testing::plugin_path;
 use corequic_quinn::QuinnPlugins;
 use corequic_runtime::{Grants, Runtime, RuntimeConfig};
@@ -40,16 +41,6 @@ const PLUGINS: [&str; 4] = ["probe", "bdp", "dummy", "ack-logger"];
 const COUNTS: [usize; 3] = [1, 100, 1000];
 /// Runs per (count, configuration); the table shows the median.
 const RUNS: usize = 3;
-
-/// The resident set size of this process, KiB.
-fn rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
 
 /// One quinn endpoint's side of the in-memory link.
 struct Side {
@@ -185,7 +176,7 @@ fn measure(n: usize, with_plugins: bool) {
         4434,
     );
 
-    let before = rss_kib();
+    let before = rss_kib().expect("VmRSS");
     let started = Instant::now();
     for _ in 0..n {
         let (ch, conn) = client
@@ -213,7 +204,7 @@ fn measure(n: usize, with_plugins: bool) {
         client.receive(now, server.addr, to_client);
     }
     let elapsed = started.elapsed().as_secs_f64();
-    let after = rss_kib();
+    let after = rss_kib().expect("VmRSS");
     assert_eq!(server.connections.len(), n);
     // Every server connection holds its plugins (none was refused for lack
     // of pool room).

@@ -75,7 +75,7 @@ pub struct PluginFactory {
 impl fmt::Debug for PluginFactory {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PluginFactory")
-            .field("plugins", &self.attachment.len())
+            .field("attachment", &self.attachment)
             .finish()
     }
 }

@@ -29,7 +29,7 @@ C_FLAGS := --target=wasm32-wasi -Oz -std=c11 -Wall -Wextra -Werror -I$(C_BINDING
 # import may remain, since plugins import only the host interface.
 C_LINK_FLAGS := -mexec-model=reactor -nostartfiles -Wl,--no-entry -Wl,--strip-all -Wl,--gc-sections
 # Host-side packages (everything but the wasm plugin crates).
-HOST_PACKAGES := -p corequic-runtime -p corequic-mock -p corequic-sdk -p xtask -p corequic-adapter -p corequic-endpoint -p corequic-quinn -p corequic-quinn-endpoint -p corequic-quiche -p corequic-quiche-endpoint -p corequic-s2n -p corequic-s2n-endpoint -p corequic-contract -p corequic-interop -p corequic-conformance -p corequic-book -p corequic-registry
+HOST_PACKAGES := -p corequic-runtime -p corequic-mock -p corequic-sdk -p xtask -p corequic-adapter -p corequic-endpoint -p corequic-quinn -p corequic-quinn-endpoint -p corequic-quiche -p corequic-quiche-endpoint -p corequic-s2n -p corequic-s2n-endpoint -p corequic-neqo -p corequic-neqo-endpoint -p corequic-contract -p corequic-interop -p corequic-conformance -p corequic-book -p corequic-registry
 
 .PHONY: all setup patches patch-check neqo-source test-upstream plugins c-plugins wit-doc check-wit-doc fmt-check lint test bench bench-pluginop demo interop interop-build interop-test conformance conformance-claims chaos fuzz paper perf scale browser sizes docs docs-check check-registry clean
 
@@ -63,8 +63,11 @@ PATCHED := build/patched
 S2N_UPSTREAM := build/s2n-upstream
 PATCH_SERIES := $(sort $(wildcard hosts/*/patches/*/))
 pin = $(shell sed -n 's/^$(1) = {[^}]*version = "=\([^"]*\)".*/\1/p' Cargo.toml)
-patches:
-	@$(foreach d,$(PATCH_SERIES),tools/patch-crate.sh $(notdir $(d:/=)) "$(call pin,$(notdir $(d:/=)))" $(d:/=) $(PATCHED) &&) true
+# A host whose crates are not on crates.io names their folder in
+# hosts/<host>/patches/source (neqo: made by `make neqo-source`).
+source_of = $(shell cat $(dir $(1:/=))source 2>/dev/null)
+patches: neqo-source
+	@$(foreach d,$(PATCH_SERIES),tools/patch-crate.sh $(notdir $(d:/=)) "$(call pin,$(notdir $(d:/=)))" $(d:/=) $(PATCHED) $(call source_of,$(d)) &&) true
 
 ## patch-check: build/patched is exactly pin + series for every crate, each
 ## series has its pin and [patch.crates-io] entry, hosts.toml agrees
@@ -73,11 +76,12 @@ patch-check: setup patches
 	$(CARGO) run -q -p xtask -- patch check
 
 ## neqo-source: neqo 0.13.4, NSS 3.112.5 and NSPR from Debian's firefox-esr
-## source package (checksum-verified), and NSS built static, in build/neqo
-## (tools/neqo-source.sh; NEQO_SRC=DIR uses a Firefox source tree instead).
-## The first step of the neqo host; not yet part of `make test`.
-neqo-source:
-	tools/neqo-source.sh build/neqo
+## source package (checksum-verified), NSS built static, and the neqo
+## endpoint's certificate database, in build/neqo (tools/neqo-source.sh;
+## NEQO_SRC=DIR uses a Firefox source tree instead). Run by `make patches`;
+## a second run does nothing.
+neqo-source: setup
+	@tools/neqo-source.sh build/neqo
 
 ## test-upstream: the patched stacks' own test suites (no plugins loaded).
 test-upstream: setup patches

@@ -95,4 +95,21 @@ if [ "$(cat "$nss_dir/.corequic-stamp" 2>/dev/null)" != "$version" ]; then
     fail "the NSS build failed"
   echo "$version" > "$nss_dir/.corequic-stamp"
 fi
-echo "neqo 0.13.4 in $source_dir/third_party/rust, NSS in $nss_dir (NSS_DIR=$nss_dir/nss NSS_PREBUILT=1 NSS_TARGET=Release)" >&2
+
+# The neqo endpoint's NSS database: a self-signed certificate for localhost
+# (nickname `key`, as neqo's own tools name it), made with the certutil just
+# built; the endpoint binary embeds these files.
+db_dir="$out/db"
+if [ "$(cat "$db_dir/.corequic-stamp" 2>/dev/null)" != "$version" ]; then
+  certutil() {
+    LD_LIBRARY_PATH="$nss_dir/dist/Release/lib" "$nss_dir/dist/Release/bin/certutil" "$@"
+  }
+  rm -rf "$db_dir" && mkdir -p "$db_dir"
+  certutil -N -d "sql:$db_dir" --empty-password >&2 || fail "certutil could not create the NSS database"
+  head -c 2048 /dev/urandom > "$db_dir/noise"
+  certutil -S -d "sql:$db_dir" -n key -s "CN=localhost" -x -t "CT,," -k ec -q nistp256 \
+    -8 localhost -v 240 -z "$db_dir/noise" >&2 || fail "certutil could not make the certificate"
+  rm -f "$db_dir/noise"
+  echo "$version" > "$db_dir/.corequic-stamp"
+fi
+echo "neqo 0.13.4 in $source_dir/third_party/rust, NSS in $nss_dir (NSS_DIR=$nss_dir/nss NSS_PREBUILT=1 NSS_TARGET=Release), endpoint certificate in $db_dir" >&2

@@ -24,7 +24,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub use corequic_contract::{
-    ALPN, EXIT_FAIL, EXIT_PASS, EXIT_UNSUPPORTED, LISTENING, PLUGIN_CACHE_VAR, parse_listening,
+    ALPN, ALPN_NAME, EXIT_FAIL, EXIT_PASS, EXIT_UNSUPPORTED, LISTENING, PLUGIN_CACHE_VAR,
+    parse_listening,
 };
 
 /// Flow-control windows every endpoint uses, bytes: the stream and

@@ -20,7 +20,10 @@ pub const EXIT_UNSUPPORTED: i32 = 127;
 
 /// The application protocol: HTTP/0.9 over QUIC, as in the QUIC interop
 /// runner.
-pub const ALPN: &[u8] = b"hq-interop";
+pub const ALPN: &[u8] = ALPN_NAME.as_bytes();
+
+/// [`ALPN`] as text, for stacks that take protocol names as strings (neqo).
+pub const ALPN_NAME: &str = "hq-interop";
 
 /// The test cases of the interop matrix, in matrix order.
 pub const MATRIX_TESTS: &[&str] = &[

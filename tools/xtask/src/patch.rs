@@ -11,11 +11,17 @@
 //!   patch per commit, named after the commit's subject, with the commit
 //!   message as its header.
 //! * `patch check`: every series has an exact pin in the workspace's
-//!   `[workspace.dependencies]` (the one place pins are written) and a
-//!   `[patch.crates-io]` entry pointing at `build/patched/<crate>`; the
+//!   `[workspace.dependencies]` (the one place pins are written) and points
+//!   the workspace at `build/patched/<crate>` (a `[patch.crates-io]` entry
+//!   or, for a stack that is not on crates.io, the pin's own `path`); the
 //!   interop runner's `hosts.toml` names the pinned versions; and
 //!   `build/patched/<crate>` is exactly pin + series (a hand edit there, or
 //!   a stale copy, fails).
+//!
+//! A host whose crates are not on crates.io (neqo) has a file
+//! `hosts/<host>/patches/source` naming the folder, relative to the
+//! repository, that holds its pristine crates; `make patches` prepares it
+//! first.
 
 use anyhow::{Context, Result, bail};
 use std::collections::BTreeMap;
@@ -32,6 +38,8 @@ struct Series {
     host: String,
     krate: String,
     dir: PathBuf,
+    /// Where the pristine crate is when it is not on crates.io.
+    source: Option<PathBuf>,
 }
 
 impl Series {
@@ -54,11 +62,17 @@ fn all_series(root: &Path) -> Result<Vec<Series>> {
         if !patches.is_dir() {
             continue;
         }
+        let source = match std::fs::read_to_string(patches.join("source")) {
+            Ok(text) => Some(root.join(text.trim())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e).context(format!("reading {}", patches.display())),
+        };
         for dir in read_dirs(&patches)? {
             series.push(Series {
                 host: file_name(&host),
                 krate: file_name(&dir),
                 dir,
+                source: source.clone(),
             });
         }
     }
@@ -106,6 +120,16 @@ fn pins(manifest: &toml::Table) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// The `path` of a crate's entry in `[workspace.dependencies]`.
+fn path_of<'a>(manifest: &'a toml::Table, krate: &str) -> Option<&'a str> {
+    manifest
+        .get("workspace")?
+        .get("dependencies")?
+        .get(krate)?
+        .get("path")?
+        .as_str()
+}
+
 fn pin_of<'a>(pins: &'a BTreeMap<String, String>, krate: &str) -> Result<&'a str> {
     pins.get(krate).map(String::as_str).with_context(|| {
         format!("{krate} has a patch series but no exact pin (`=x.y.z`) in Cargo.toml's [workspace.dependencies]")
@@ -142,7 +166,8 @@ fn apply(root: &Path, series: &Series, version: &str, out: &Path) -> Result<Path
         .current_dir(root)
         .args([&series.krate, version])
         .arg(&series.dir)
-        .arg(out))?;
+        .arg(out)
+        .args(&series.source))?;
     Ok(out.join(&series.krate))
 }
 
@@ -201,6 +226,7 @@ pub fn edit(root: &Path, host: &str) -> Result<()> {
                 host: s.host.clone(),
                 krate: s.krate.clone(),
                 dir: empty,
+                source: s.source.clone(),
             },
             version,
             &scratch,
@@ -363,13 +389,22 @@ pub fn check(root: &Path) -> Result<Vec<String>> {
             continue;
         };
         let want = format!("{PATCHED}/{}", s.krate);
-        let path = patch_paths
-            .get(&s.krate)
-            .and_then(|p| p.get("path"))
-            .and_then(|p| p.as_str());
+        // A crates.io crate is patched; one that is not there is a path
+        // dependency of its pin.
+        let (table, path) = if s.source.is_some() {
+            ("[workspace.dependencies]", path_of(&manifest, &s.krate))
+        } else {
+            (
+                "[patch.crates-io]",
+                patch_paths
+                    .get(&s.krate)
+                    .and_then(|p| p.get("path"))
+                    .and_then(|p| p.as_str()),
+            )
+        };
         if path != Some(want.as_str()) {
             problems.push(format!(
-                "Cargo.toml [patch.crates-io] {} must be {{ path = \"{want}\" }}",
+                "Cargo.toml {table} {} must have path = \"{want}\"",
                 s.krate
             ));
         }

@@ -1,0 +1,323 @@
+//! Core QUIC host adapter for neqo.
+//!
+//! neqo-transport 0.13.4, with the hook patch in `hosts/neqo/patches/`,
+//! calls a per-connection [`neqo_transport::Extension`] at its routine
+//! points. This crate implements that extension on [`corequic_adapter`]:
+//! each connection gets the plugins the application chose, and every hook
+//! forwards to them, converting between neqo's types and the ABI's. neqo is
+//! sans-IO, and so is this crate; the endpoint that runs neqo over a socket
+//! is `hosts/neqo/endpoint`.
+//!
+//! ```no_run
+//! # use std::{rc::Rc, sync::Arc};
+//! # use corequic_runtime::{Grants, Runtime, RuntimeConfig};
+//! # fn f() -> Result<neqo_transport::ConnectionParameters, Box<dyn std::error::Error>> {
+//! let runtime = Arc::new(Runtime::new(RuntimeConfig::default(), corequic_neqo::capabilities())?);
+//! let padding = runtime.load_file("padding.wasm".as_ref(), &Grants::all())?;
+//! let factory = corequic_neqo::PluginFactory::new(runtime, vec![padding]);
+//! // Both roles: neqo's `Server` clones these parameters for each connection.
+//! let params = neqo_transport::ConnectionParameters::default()
+//!     .extension_factory(Some(Rc::new(factory)));
+//! # Ok(params) }
+//! ```
+//!
+//! The application reaches its plugins with [`plugin_control`] and
+//! [`with_plugins`].
+
+#![warn(missing_docs)]
+
+use corequic_adapter::{
+    Attachment, ConnectionInfo, ConnectionPlugins, FrameRefused, StackConnection,
+};
+pub use corequic_adapter::{ConnectionReport, FrameCounts, LogSink};
+use corequic_runtime::abi::{self, FieldId, FieldRef, PluginVal, PnSpace};
+use corequic_runtime::{HostCapabilities, Plugin, PluginStats, RoutineError, Runtime};
+use neqo_common::Role;
+use neqo_transport::{
+    Extension, ExtensionContext, ExtensionFactory, ExtensionFrame, ObservedFrame, SendContext,
+    SendPosition,
+};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The adapter's name in its log records.
+const ADAPTER: &str = "corequic-neqo";
+
+/// neqo's own transport parameter beyond RFC 9000's: `min_ack_delay`
+/// (draft-ietf-quic-ack-frequency), which it always sends.
+const NEQO_MIN_ACK_DELAY: u64 = 0xff02_de1a;
+
+/// What the neqo host supports: every routine; every field (the hook patch
+/// exposes what neqo keeps private: the latest RTT, the PTO count, the
+/// peer's max ACK delay, ssthresh, connection flow control); the writable
+/// fields are `sending-halted`, `congestion-window` and `ssthresh` (neqo's
+/// congestion controllers, CUBIC and NewReno), `max-tx-data` and
+/// `max-rx-data`.
+pub fn capabilities() -> HostCapabilities {
+    corequic_adapter::capabilities(vec![NEQO_MIN_ACK_DELAY])
+}
+
+/// The largest congestion window a plugin may write, 2^48 bytes: far above
+/// any real window, with room left for neqo's arithmetic on it.
+pub const MAX_CONGESTION_WINDOW: usize = 1 << 48;
+
+/// Creates the plugins of each new connection (set it with
+/// `ConnectionParameters::extension_factory`).
+pub struct PluginFactory(Attachment);
+
+impl PluginFactory {
+    /// A factory attaching `plugins` (in this order) to every connection.
+    pub fn new(runtime: Arc<Runtime>, plugins: Vec<Arc<Plugin>>) -> Self {
+        PluginFactory(Attachment::new(runtime, plugins))
+    }
+
+    /// Where log records go (by default they are dropped).
+    pub fn log_sink(self, sink: LogSink) -> Self {
+        PluginFactory(self.0.log_sink(sink))
+    }
+}
+
+impl ExtensionFactory for PluginFactory {
+    fn new_extension(
+        &self,
+        role: Role,
+        local: SocketAddr,
+        peer: SocketAddr,
+        now: Instant,
+    ) -> Option<Box<dyn Extension>> {
+        let info = ConnectionInfo {
+            is_server: role == Role::Server,
+            local: Some(local),
+            remote: peer,
+        };
+        Some(Box::new(NeqoPlugins {
+            plugins: self.0.attach(ADAPTER, info)?,
+            epoch: now,
+            addresses: (local, peer),
+        }))
+    }
+}
+
+/// The plugins of one neqo connection: neqo's extension.
+pub struct NeqoPlugins {
+    plugins: ConnectionPlugins,
+    /// The ABI epoch: when the extension was created.
+    epoch: Instant,
+    /// The addresses the connection was created with, for a connection
+    /// that has no primary path.
+    addresses: (SocketAddr, SocketAddr),
+}
+
+/// neqo's connection during one hook.
+struct Neqo<'a, 'b> {
+    cx: &'a mut ExtensionContext<'b>,
+    epoch: Instant,
+    addresses: (SocketAddr, SocketAddr),
+}
+
+fn space_index(space: Option<PnSpace>) -> usize {
+    match space {
+        Some(PnSpace::Initial) => 0,
+        Some(PnSpace::Handshake) => 1,
+        _ => 2,
+    }
+}
+
+impl StackConnection for Neqo<'_, '_> {
+    fn now(&self) -> u64 {
+        corequic_adapter::duration_ns(&self.cx.now().saturating_duration_since(self.epoch))
+    }
+
+    fn get_field(&mut self, field: FieldRef) -> Result<PluginVal, abi::Error> {
+        let info = self.cx.info();
+        let (local, peer) = info.addresses.unwrap_or(self.addresses);
+        let space = space_index(field.space);
+        let optional = |v: Option<u64>| v.map_or(PluginVal::None, PluginVal::U64);
+        Ok(match field.id {
+            FieldId::Version => PluginVal::U32(info.version),
+            FieldId::IsEstablished => PluginVal::Bool(info.is_established),
+            FieldId::MaxTxData => PluginVal::U64(info.max_tx_data),
+            FieldId::TxData => PluginVal::U64(info.tx_data),
+            FieldId::MaxRxData => PluginVal::U64(info.max_rx_data),
+            FieldId::RxData => PluginVal::U64(info.rx_data),
+            FieldId::MaxSendUdpPayload | FieldId::MaxDatagramSize => {
+                PluginVal::U64(info.max_datagram_size as u64)
+            }
+            FieldId::LocalAddress => PluginVal::from(local),
+            FieldId::PeerAddress => PluginVal::from(peer),
+            FieldId::IdleTimeout => PluginVal::from(info.idle_timeout),
+            // A space whose keys are gone (or not yet there) sends nothing.
+            FieldId::NextPacketNumber => PluginVal::U64(
+                info.next_packet_number[space]
+                    .or(info.largest_acked[space].map(|pn| pn + 1))
+                    .unwrap_or(0),
+            ),
+            FieldId::LargestAcked => optional(info.largest_acked[space]),
+            FieldId::LargestReceived => optional(info.largest_received[space]),
+            FieldId::LatestRtt => PluginVal::from(info.latest_rtt),
+            FieldId::PtoCount => PluginVal::U32(info.pto_count),
+            FieldId::SmoothedRtt => PluginVal::from(info.smoothed_rtt),
+            FieldId::MinRtt => PluginVal::from(info.min_rtt),
+            FieldId::Rttvar => PluginVal::from(info.rttvar),
+            FieldId::MaxAckDelay => PluginVal::from(info.peer_max_ack_delay),
+            FieldId::BytesInFlight => PluginVal::U64(info.bytes_in_flight as u64),
+            FieldId::CongestionWindow => PluginVal::U64(info.cwnd as u64),
+            FieldId::Ssthresh => optional(info.ssthresh.map(|s| s as u64)),
+            FieldId::IsServer | FieldId::SendingHalted => {
+                return Err(abi::Error::Failed("answered by the adapter core".into()));
+            }
+        })
+    }
+
+    fn set_congestion_window(&mut self, bytes: u64) -> Result<bool, abi::Error> {
+        // neqo adds to and multiplies the window in usize; a larger value
+        // is refused, never clamped (CQ-FIELD-8).
+        let window = usize::try_from(bytes)
+            .ok()
+            .filter(|w| *w <= MAX_CONGESTION_WINDOW)
+            .ok_or_else(|| {
+                abi::Error::InvalidArgument(format!(
+                    "congestion-window: neqo's congestion controller holds at most {MAX_CONGESTION_WINDOW} bytes, not {bytes}"
+                ))
+            })?;
+        Ok(self.cx.set_cwnd(window))
+    }
+
+    fn set_ssthresh(&mut self, bytes: Option<u64>) -> Result<bool, abi::Error> {
+        let bytes = bytes.map(|s| usize::try_from(s).unwrap_or(usize::MAX));
+        Ok(self.cx.set_ssthresh(bytes))
+    }
+
+    fn set_flow_limit(&mut self, field: FieldId, max: u64) -> Result<bool, abi::Error> {
+        Ok(match field {
+            FieldId::MaxTxData => self.cx.set_max_tx_data(max),
+            _ => self.cx.set_max_rx_data(max),
+        })
+    }
+
+    fn ping(&mut self) -> Result<(), abi::Error> {
+        self.cx
+            .send_ack_eliciting()
+            .map_err(|e| abi::Error::Failed(format!("PING: {e:?}")))
+    }
+
+    fn close(&mut self, error_code: u64, reason: &str) {
+        self.cx.close(error_code, reason);
+    }
+}
+
+impl NeqoPlugins {
+    fn stack<'a, 'b>(&self, cx: &'a mut ExtensionContext<'b>) -> Neqo<'a, 'b> {
+        Neqo {
+            cx,
+            epoch: self.epoch,
+            addresses: self.addresses,
+        }
+    }
+
+    /// The plugins of a connection, from its extension (`None` when the
+    /// extension is not this adapter's).
+    pub fn from_extension(ext: &mut dyn Extension) -> Option<&mut NeqoPlugins> {
+        ext.as_any_mut().downcast_mut::<NeqoPlugins>()
+    }
+
+    /// Call plugin-control `id` (the application side of the ABI).
+    pub fn plugin_control(
+        &mut self,
+        cx: &mut ExtensionContext<'_>,
+        id: u64,
+        args: &[PluginVal],
+    ) -> Result<Vec<PluginVal>, RoutineError> {
+        let mut stack = self.stack(cx);
+        self.plugins.plugin_control(&mut stack, id, args)
+    }
+
+    /// Per-plugin counters of this connection.
+    pub fn stats(&self) -> Vec<PluginStats> {
+        self.plugins.stats()
+    }
+
+    /// Plugin frames of `frame_type` written, acknowledged and lost.
+    pub fn frame_counts(&self, frame_type: u64) -> FrameCounts {
+        self.plugins.frame_counts(frame_type)
+    }
+
+    /// The close this connection's plugins caused, if they did, with its
+    /// reason: neqo keeps only the code of a local application close.
+    pub fn local_close(&self) -> Option<(u64, String)> {
+        self.plugins.local_close()
+    }
+}
+
+impl Extension for NeqoPlugins {
+    corequic_adapter::extension_hooks!(
+        ExtensionContext<'_>,
+        SendContext,
+        SendPosition,
+        ExtensionFrame,
+        ObservedFrame
+    );
+
+    fn decode_transport_parameter(
+        &mut self,
+        cx: &mut ExtensionContext<'_>,
+        id: u64,
+        value: &[u8],
+    ) -> neqo_transport::Res<()> {
+        let mut stack = self.stack(cx);
+        self.plugins
+            .decode_transport_parameter(&mut stack, id, value)
+            .map_err(|_| neqo_transport::Error::TransportParameterError)
+    }
+
+    fn process_frame(
+        &mut self,
+        cx: &mut ExtensionContext<'_>,
+        frame_type: u64,
+        payload: &[u8],
+        packet_number: u64,
+    ) -> neqo_transport::Res<usize> {
+        let mut stack = self.stack(cx);
+        // neqo's errors carry no reason: the detail is in the log.
+        self.plugins
+            .process_frame(&mut stack, frame_type, payload, packet_number)
+            .map_err(|refused| match refused {
+                FrameRefused::Violation(_) => neqo_transport::Error::ProtocolViolation,
+                FrameRefused::Unknown | FrameRefused::Encoding(_) => {
+                    neqo_transport::Error::FrameEncodingError
+                }
+            })
+    }
+
+    fn next_timeout(&self) -> Option<Instant> {
+        let ns = self.plugins.next_timeout()?;
+        Some(self.epoch + Duration::from_nanos(ns))
+    }
+}
+
+/// Run `f` with a neqo connection's plugins. `None` when the connection
+/// has no plugins. Call `process_output` afterwards.
+pub fn with_plugins<R>(
+    conn: &mut neqo_transport::Connection,
+    now: Instant,
+    f: impl FnOnce(&mut NeqoPlugins, &mut ExtensionContext<'_>) -> R,
+) -> Option<R> {
+    conn.with_extension(now, |ext, cx| {
+        NeqoPlugins::from_extension(ext).map(|p| f(p, cx))
+    })
+    .flatten()
+}
+
+/// Call plugin-control `id` on a neqo connection's plugins. `None` when
+/// the connection has no plugins.
+pub fn plugin_control(
+    conn: &mut neqo_transport::Connection,
+    now: Instant,
+    id: u64,
+    args: &[PluginVal],
+) -> Option<Result<Vec<PluginVal>, RoutineError>> {
+    with_plugins(conn, now, |plugins, cx| {
+        plugins.plugin_control(cx, id, args)
+    })
+}

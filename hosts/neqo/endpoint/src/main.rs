@@ -1,0 +1,639 @@
+//! The neqo endpoint of the interop matrix: HTTP/0.9 (`hq-interop`) client or
+//! server on the patched neqo-transport, with Core QUIC plugins from the
+//! command line. The contract (flags, stats JSON, exit codes) is
+//! `interop-runner/ENDPOINT.md`, shared by every host.
+//!
+//! neqo is sans-IO and single-threaded: one loop feeds it datagrams from a
+//! tokio UDP socket, sends what it writes, runs the application on its
+//! events, and sleeps until the delay neqo asks for (which includes the
+//! plugins' timers), a `--control` call, or the next datagram.
+
+use corequic_endpoint::{
+    ALPN_NAME, Args, ControlArg, ControlResult, FLOW_CONTROL_WINDOW, Logs, PAYLOAD_CHUNK, Role,
+    Stats, announce_listening, bind_udp, log_lines, log_sink, parse_request, payload, payload_byte,
+};
+use corequic_neqo::{PluginFactory, plugin_control, with_plugins};
+use corequic_runtime::PluginStats;
+use neqo_common::{Datagram, IpTos, event::Provider as _};
+use neqo_crypto::{AllowZeroRtt, AntiReplay, AuthenticationStatus};
+use neqo_transport::{
+    CloseReason, Connection, ConnectionEvent, ConnectionParameters, Output,
+    RandomConnectionIdGenerator, State, StreamId, StreamType,
+    server::{ConnectionRef, Server},
+};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::UdpSocket;
+
+/// Largest UDP datagram read.
+const MAX_DATAGRAM: usize = 65_535;
+
+/// The largest UDP payload sent: QUIC's minimum, as every endpoint of the
+/// matrix sends (the emulated links carry no more).
+const MAX_SEND_UDP_PAYLOAD: usize = 1200;
+
+/// The server certificate's nickname in the NSS database.
+const CERT_NICKNAME: &str = "key";
+
+/// The NSS database with the server's self-signed certificate for
+/// `localhost` (made by `tools/neqo-source.sh` with NSS's certutil), built
+/// into the binary so that it runs anywhere.
+const NSS_DB: [(&str, &[u8]); 3] = [
+    (
+        "cert9.db",
+        include_bytes!(concat!(env!("COREQUIC_NEQO_DB"), "/cert9.db")),
+    ),
+    (
+        "key4.db",
+        include_bytes!(concat!(env!("COREQUIC_NEQO_DB"), "/key4.db")),
+    ),
+    (
+        "pkcs11.txt",
+        include_bytes!(concat!(env!("COREQUIC_NEQO_DB"), "/pkcs11.txt")),
+    ),
+];
+
+fn main() -> ExitCode {
+    corequic_endpoint::main("neqo-endpoint", "neqo", corequic_neqo::capabilities(), run)
+}
+
+/// NSS, with the server's certificate database written to a private
+/// temporary folder (NSS opens it by path).
+fn init_nss() -> Result<PathBuf, String> {
+    let dir = std::env::temp_dir().join(format!("corequic-neqo-db-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for (name, bytes) in NSS_DB {
+        std::fs::write(dir.join(name), bytes).map_err(|e| format!("{name}: {e}"))?;
+    }
+    neqo_crypto::init_db(dir.clone()).map_err(|e| format!("NSS: {e:?}"))?;
+    Ok(dir)
+}
+
+/// The connection parameters of both roles: the contract's flow-control
+/// windows and the plugins' factory.
+fn parameters(args: &Args, logs: &Logs) -> Result<ConnectionParameters, String> {
+    let mut params = ConnectionParameters::default()
+        .max_data(FLOW_CONTROL_WINDOW)
+        .max_stream_data(StreamType::BiDi, false, FLOW_CONTROL_WINDOW)
+        .max_stream_data(StreamType::BiDi, true, FLOW_CONTROL_WINDOW)
+        .idle_timeout(Duration::from_secs(30))
+        .max_send_udp_payload(MAX_SEND_UDP_PAYLOAD);
+    if let Some((runtime, plugins)) = args.load_plugins(corequic_neqo::capabilities())? {
+        let factory = PluginFactory::new(runtime, plugins).log_sink(log_sink(logs));
+        params = params.extension_factory(Some(Rc::new(factory)));
+    }
+    Ok(params)
+}
+
+/// A tokio UDP socket with the endpoint contract's buffer sizes.
+fn tokio_socket(addr: SocketAddr) -> Result<UdpSocket, String> {
+    let socket = bind_udp(addr).map_err(|e| format!("bind {addr}: {e}"))?;
+    socket.set_nonblocking(true).map_err(|e| e.to_string())?;
+    UdpSocket::from_std(socket).map_err(|e| e.to_string())
+}
+
+async fn run(args: Args) -> Result<bool, String> {
+    let db = init_nss()?;
+    let logs: Logs = Arc::default();
+    let result = match args.role {
+        Role::Server => server(&args, &logs).await,
+        Role::Client => client(&args, &logs).await,
+    };
+    // NSS keeps the files open; on Linux they can go now.
+    let _ = std::fs::remove_dir_all(db);
+    result
+}
+
+/// What one pass of the loop waits for.
+enum Wake {
+    Datagram(Datagram),
+    Timer,
+}
+
+/// Send everything `output` yields and return how long the stack may sleep.
+async fn send_all(
+    socket: &UdpSocket,
+    mut output: impl FnMut() -> Output,
+) -> Result<Option<Duration>, String> {
+    loop {
+        match output() {
+            Output::Datagram(d) => {
+                // A send that fails is a lost datagram to QUIC.
+                let _ = socket.send_to(&d, d.destination()).await;
+            }
+            Output::Callback(delay) => return Ok(Some(delay)),
+            Output::None => return Ok(None),
+        }
+    }
+}
+
+/// Wait for a datagram, or until `deadline`.
+async fn wait(
+    socket: &UdpSocket,
+    local: SocketAddr,
+    buf: &mut [u8],
+    deadline: Option<Instant>,
+) -> Result<Wake, String> {
+    let recv = socket.recv_from(buf);
+    let received = match deadline {
+        Some(d) => match tokio::time::timeout_at(d.into(), recv).await {
+            Ok(r) => r,
+            Err(_) => return Ok(Wake::Timer),
+        },
+        None => recv.await,
+    };
+    let (n, peer) = received.map_err(|e| format!("recv: {e}"))?;
+    Ok(Wake::Datagram(Datagram::new(
+        peer,
+        local,
+        IpTos::default(),
+        &buf[..n],
+    )))
+}
+
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The scheduled `--control` calls of one connection, made `at` after its
+/// handshake completed.
+struct Controls {
+    pending: Vec<ControlArg>,
+    established: Option<Instant>,
+    results: Vec<ControlResult>,
+}
+
+impl Controls {
+    fn new(controls: &[ControlArg]) -> Self {
+        let mut pending = controls.to_vec();
+        // Latest first, so the next one is popped from the end; calls due
+        // at the same time keep their command-line order.
+        pending.sort_by_key(|c| c.at);
+        pending.reverse();
+        Controls {
+            pending,
+            established: None,
+            results: Vec::new(),
+        }
+    }
+
+    /// Make the calls that are due; true when one was made.
+    fn run(&mut self, conn: &mut Connection, now: Instant) -> bool {
+        if self.established.is_none() && conn.state().connected() {
+            self.established = Some(now);
+        }
+        let Some(start) = self.established else {
+            return false;
+        };
+        let mut called = false;
+        while self.pending.last().is_some_and(|c| start + c.at <= now) {
+            let Some(c) = self.pending.pop() else { break };
+            let returned = plugin_control(conn, now, c.id, &c.args);
+            self.results.push(ControlResult::of(&c, returned));
+            called = true;
+        }
+        called
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.established
+            .and_then(|s| self.pending.last().map(|c| s + c.at))
+    }
+}
+
+/// Why a connection closed, if not with application code 0: its plugins'
+/// own close (a faulting plugin), or neqo's reason.
+fn close_reason(conn: &mut Connection, now: Instant) -> Option<String> {
+    if let Some((code, reason)) = with_plugins(conn, now, |p, _| p.local_close()).flatten() {
+        return Some(format!("local application close {code:#x}: {reason}"));
+    }
+    match conn.state() {
+        State::Closing { error, .. } | State::Draining { error, .. } | State::Closed(error) => {
+            match error {
+                CloseReason::Application(0) => None,
+                CloseReason::Transport(neqo_transport::Error::IdleTimeout) => {
+                    Some("idle timeout".into())
+                }
+                CloseReason::Transport(neqo_transport::Error::PeerApplicationError(0)) => None,
+                other => Some(format!("{other:?}")),
+            }
+        }
+        _ => None,
+    }
+}
+
+fn plugin_stats(conn: &mut Connection, now: Instant) -> Vec<PluginStats> {
+    with_plugins(conn, now, |p, _| p.stats()).unwrap_or_default()
+}
+
+fn extra(conn: &Connection) -> Vec<(String, String)> {
+    let stats = conn.stats();
+    vec![
+        (
+            "rtt_ms".into(),
+            format!("{:.3}", stats.rtt.as_secs_f64() * 1e3),
+        ),
+        ("packets_tx".into(), stats.packets_tx.to_string()),
+        ("lost".into(), stats.lost.to_string()),
+    ]
+}
+
+/// The server side of one connection: its requests and what it owes them.
+struct Served {
+    conn: ConnectionRef,
+    controls: Controls,
+    /// Per request stream: the request line so far, then the bytes left.
+    streams: HashMap<StreamId, Response>,
+    served: u64,
+    done: bool,
+}
+
+enum Response {
+    Reading(Vec<u8>),
+    Sending { offset: u64, size: u64 },
+}
+
+impl Served {
+    /// Handle the connection's events; true when anything was done.
+    fn progress(&mut self, now: Instant) -> bool {
+        let mut conn = self.conn.borrow_mut();
+        let mut acted = self.controls.run(&mut conn, now);
+        while let Some(event) = conn.next_event() {
+            acted = true;
+            match event {
+                ConnectionEvent::NewStream { stream_id } => {
+                    self.streams
+                        .entry(stream_id)
+                        .or_insert(Response::Reading(Vec::new()));
+                }
+                ConnectionEvent::RecvStreamReadable { stream_id } => {
+                    let mut buf = [0u8; 1024];
+                    let response = self
+                        .streams
+                        .entry(stream_id)
+                        .or_insert(Response::Reading(Vec::new()));
+                    if let Response::Reading(request) = response {
+                        let mut ended = false;
+                        while let Ok((n, fin)) = conn.stream_recv(stream_id, &mut buf) {
+                            request.extend_from_slice(&buf[..n]);
+                            ended |= fin;
+                            if fin || n == 0 {
+                                break;
+                            }
+                        }
+                        // The request is a line, ended by a newline or the
+                        // stream's FIN.
+                        if ended || request.ends_with(b"\n") || request.len() > 1024 {
+                            match parse_request(request) {
+                                Some(size) => *response = Response::Sending { offset: 0, size },
+                                None => {
+                                    let _ = conn.stream_close_send(stream_id);
+                                    self.streams.remove(&stream_id);
+                                }
+                            }
+                        }
+                    }
+                }
+                ConnectionEvent::StateChange(State::Closed(_)) => self.done = true,
+                _ => {}
+            }
+        }
+        // Write what the stream takes of every pending response.
+        for (id, response) in &mut self.streams {
+            let Response::Sending { offset, size } = response else {
+                continue;
+            };
+            while *offset < *size {
+                let len = (*size - *offset).min(PAYLOAD_CHUNK as u64) as usize;
+                match conn.stream_send(*id, payload(*offset, len)) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        *offset += n as u64;
+                        self.served += n as u64;
+                        acted = true;
+                    }
+                }
+            }
+            if *offset == *size {
+                let _ = conn.stream_close_send(*id);
+                *size = u64::MAX;
+            }
+        }
+        self.streams
+            .retain(|_, r| !matches!(r, Response::Sending { size: u64::MAX, .. }));
+        if matches!(conn.state(), State::Closed(_)) {
+            self.done = true;
+        }
+        acted
+    }
+}
+
+async fn server(args: &Args, logs: &Logs) -> Result<bool, String> {
+    let started = Instant::now();
+    let params = parameters(args, logs)?;
+    let mut server = Server::new(
+        Instant::now(),
+        &[CERT_NICKNAME],
+        &[ALPN_NAME],
+        AntiReplay::new(Instant::now(), Duration::from_secs(10), 7, 14)
+            .map_err(|e| format!("anti-replay: {e:?}"))?,
+        Box::new(AllowZeroRtt {}),
+        Rc::new(RefCell::new(RandomConnectionIdGenerator::new(10))),
+        params,
+    )
+    .map_err(|e| format!("server: {e:?}"))?;
+    let socket = tokio_socket(args.addr)?;
+    let local = socket.local_addr().map_err(|e| e.to_string())?;
+    announce_listening(local);
+
+    let mut buf = vec![0u8; MAX_DATAGRAM];
+    let mut connections: Vec<Served> = Vec::new();
+    let (mut served, mut handled) = (0u64, 0u64);
+    let (mut plugins, mut controls, mut close) = (Vec::new(), Vec::new(), None);
+    let mut input = None;
+    loop {
+        let now = Instant::now();
+        let delay = send_all(&socket, || match input.take() {
+            Some(d) => server.process(Some(d), now),
+            None => server.process_output(now),
+        })
+        .await?;
+        // New connections, then the application on every connection.
+        for c in server.active_connections() {
+            if !connections.iter().any(|s| s.conn == c) {
+                connections.push(Served {
+                    conn: c,
+                    controls: Controls::new(&args.controls),
+                    streams: HashMap::new(),
+                    served: 0,
+                    done: false,
+                });
+            }
+        }
+        let mut acted = false;
+        for s in &mut connections {
+            acted |= s.progress(now);
+        }
+        // Connections that ended are reported and dropped.
+        let mut i = 0;
+        while i < connections.len() {
+            if connections[i].done {
+                let mut s = connections.remove(i);
+                let mut conn = s.conn.borrow_mut();
+                handled += 1;
+                served += s.served;
+                if let Some(reason) = close_reason(&mut conn, now) {
+                    close = Some(reason);
+                }
+                plugins.extend(plugin_stats(&mut conn, now));
+                controls.append(&mut s.controls.results);
+            } else {
+                i += 1;
+            }
+        }
+        if args.connections != 0 && handled >= args.connections {
+            break;
+        }
+        if acted {
+            continue;
+        }
+        if started.elapsed() >= args.timeout {
+            close = Some(format!("timed out after {:?}", args.timeout));
+            break;
+        }
+        let deadline = connections
+            .iter()
+            .filter_map(|s| s.controls.deadline())
+            .fold(delay.map(|d| now + d), |a, b| earliest(a, Some(b)));
+        let deadline = earliest(deadline, Some(started + args.timeout));
+        if let Wake::Datagram(d) = wait(&socket, local, &mut buf, deadline).await? {
+            input = Some(d);
+        }
+    }
+    for s in &mut connections {
+        let mut conn = s.conn.borrow_mut();
+        plugins.extend(plugin_stats(&mut conn, Instant::now()));
+        controls.append(&mut s.controls.results);
+    }
+    let stats = Stats {
+        ok: true,
+        bytes: served,
+        duration_ms: started.elapsed().as_secs_f64() * 1e3,
+        close,
+        plugins,
+        controls,
+        logs: log_lines(logs),
+        ..Stats::of("neqo", args)
+    };
+    stats.write(args.stats.as_ref())?;
+    Ok(stats.ok)
+}
+
+/// The client: one download, checked byte by byte.
+struct Download {
+    size: u64,
+    stream: Option<StreamId>,
+    received: u64,
+    started: Option<Instant>,
+    duration: Option<Duration>,
+    result: Option<Result<u64, String>>,
+}
+
+impl Download {
+    fn progress(&mut self, conn: &mut Connection, now: Instant) -> bool {
+        let mut acted = false;
+        while let Some(event) = conn.next_event() {
+            acted = true;
+            match event {
+                ConnectionEvent::AuthenticationNeeded => {
+                    // The interop endpoints use self-signed certificates.
+                    conn.authenticated(AuthenticationStatus::Ok, now);
+                }
+                ConnectionEvent::StateChange(State::Connected | State::Confirmed)
+                    if self.stream.is_none() =>
+                {
+                    match conn.stream_create(StreamType::BiDi) {
+                        Ok(id) => {
+                            let request = format!("GET /{}\r\n", self.size);
+                            let sent = conn.stream_send(id, request.as_bytes());
+                            if sent != Ok(request.len()) {
+                                self.result = Some(Err(format!("request not sent: {sent:?}")));
+                            }
+                            let _ = conn.stream_close_send(id);
+                            self.stream = Some(id);
+                            self.started = Some(now);
+                        }
+                        Err(e) => self.result = Some(Err(format!("stream: {e:?}"))),
+                    }
+                }
+                ConnectionEvent::RecvStreamReadable { stream_id }
+                    if Some(stream_id) == self.stream && self.result.is_none() =>
+                {
+                    self.read(conn, stream_id, now);
+                }
+                ConnectionEvent::RecvStreamReset { app_error, .. } => {
+                    self.result = Some(Err(format!("stream reset with {app_error:#x}")));
+                }
+                _ => {}
+            }
+        }
+        acted
+    }
+
+    fn read(&mut self, conn: &mut Connection, stream_id: StreamId, now: Instant) {
+        let mut buf = vec![0u8; PAYLOAD_CHUNK];
+        loop {
+            match conn.stream_recv(stream_id, &mut buf) {
+                Ok((n, fin)) => {
+                    for (i, b) in buf[..n].iter().enumerate() {
+                        let at = self.received + i as u64;
+                        if *b != payload_byte(at) {
+                            self.result = Some(Err(format!("byte {at} is wrong")));
+                            return;
+                        }
+                    }
+                    self.received += n as u64;
+                    if fin {
+                        self.duration = self.started.map(|s| now - s);
+                        self.result = Some(if self.received == self.size {
+                            Ok(self.received)
+                        } else {
+                            Err(format!("got {} of {} bytes", self.received, self.size))
+                        });
+                        return;
+                    }
+                    if n == 0 {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    self.result = Some(Err(format!("read: {e:?}")));
+                    return;
+                }
+            }
+        }
+    }
+}
+
+async fn client(args: &Args, logs: &Logs) -> Result<bool, String> {
+    let params = parameters(args, logs)?;
+    let bind: SocketAddr = if args.addr.is_ipv4() {
+        "0.0.0.0:0"
+    } else {
+        "[::]:0"
+    }
+    .parse()
+    .map_err(|_| "bind address")?;
+    let socket = tokio_socket(bind)?;
+    let mut local = socket.local_addr().map_err(|e| e.to_string())?;
+    // neqo wants the address datagrams come in on: the wildcard is not one.
+    if local.ip().is_unspecified() {
+        local.set_ip(if args.addr.is_ipv4() {
+            std::net::Ipv4Addr::LOCALHOST.into()
+        } else {
+            std::net::Ipv6Addr::LOCALHOST.into()
+        });
+    }
+    let started = Instant::now();
+    let mut conn = Connection::new_client(
+        "localhost",
+        &[ALPN_NAME],
+        Rc::new(RefCell::new(RandomConnectionIdGenerator::new(10))),
+        local,
+        args.addr,
+        params,
+        started,
+    )
+    .map_err(|e| format!("connect: {e:?}"))?;
+    let mut download = Download {
+        size: args.size,
+        stream: None,
+        received: 0,
+        started: None,
+        duration: None,
+        result: None,
+    };
+    let mut controls = Controls::new(&args.controls);
+    let mut handshake = None;
+    let mut closing = false;
+    let mut timed_out = false;
+    let mut buf = vec![0u8; MAX_DATAGRAM];
+    let mut input = None;
+    loop {
+        let now = Instant::now();
+        if let Some(d) = input.take() {
+            conn.process_input(d, now);
+        }
+        let delay = send_all(&socket, || conn.process_output(now)).await?;
+        let mut acted = download.progress(&mut conn, now);
+        if handshake.is_none() && conn.state().connected() {
+            handshake = Some(now - started);
+        }
+        acted |= controls.run(&mut conn, now);
+        // Every control has run and the download ended: close with 0 (1
+        // when it failed).
+        if let Some(result) = &download.result
+            && controls.pending.is_empty()
+            && !closing
+        {
+            closing = true;
+            acted = true;
+            conn.close(now, u64::from(result.is_err()), "done");
+        }
+        if matches!(conn.state(), State::Closed(_)) {
+            break;
+        }
+        if acted {
+            continue;
+        }
+        if started.elapsed() >= args.timeout {
+            timed_out = true;
+            break;
+        }
+        let deadline = earliest(delay.map(|d| now + d), controls.deadline());
+        let deadline = earliest(deadline, Some(started + args.timeout));
+        if let Wake::Datagram(d) = wait(&socket, local, &mut buf, deadline).await? {
+            input = Some(d);
+        }
+    }
+
+    let (ok, bytes) = match &download.result {
+        Some(Ok(n)) => (true, *n),
+        Some(Err(e)) => {
+            eprintln!("neqo-endpoint: download failed: {e}");
+            (false, 0)
+        }
+        None => {
+            eprintln!("neqo-endpoint: the connection closed before the download ended");
+            (false, 0)
+        }
+    };
+    let now = Instant::now();
+    let stats = Stats {
+        ok,
+        bytes,
+        duration_ms: download.duration.unwrap_or_default().as_secs_f64() * 1e3,
+        handshake_ms: handshake.map(|d| d.as_secs_f64() * 1e3),
+        close: if timed_out {
+            Some(format!("timed out after {:?}", args.timeout))
+        } else {
+            close_reason(&mut conn, now)
+        },
+        plugins: plugin_stats(&mut conn, now),
+        controls: controls.results,
+        logs: log_lines(logs),
+        extra: extra(&conn),
+        ..Stats::of("neqo", args)
+    };
+    stats.write(args.stats.as_ref())?;
+    Ok(ok)
+}

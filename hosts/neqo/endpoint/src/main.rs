@@ -186,9 +186,11 @@ impl Controls {
         }
     }
 
-    /// Make the calls that are due; true when one was made.
+    /// Make the calls that are due; true when one was made. The handshake
+    /// counts as complete once confirmed: a client's close before that
+    /// also goes out in a Handshake packet, where it loses its code.
     fn run(&mut self, conn: &mut Connection, now: Instant) -> bool {
-        if self.established.is_none() && conn.state().connected() {
+        if self.established.is_none() && *conn.state() == State::Confirmed {
             self.established = Some(now);
         }
         let Some(start) = self.established else {
@@ -216,18 +218,53 @@ fn close_reason(conn: &mut Connection, now: Instant) -> Option<String> {
     if let Some((code, reason)) = with_plugins(conn, now, |p, _| p.local_close()).flatten() {
         return Some(format!("local application close {code:#x}: {reason}"));
     }
-    match conn.state() {
+    use neqo_transport::Error;
+    let error = match conn.state() {
         State::Closing { error, .. } | State::Draining { error, .. } | State::Closed(error) => {
-            match error {
-                CloseReason::Application(0) => None,
-                CloseReason::Transport(neqo_transport::Error::IdleTimeout) => {
-                    Some("idle timeout".into())
-                }
-                CloseReason::Transport(neqo_transport::Error::PeerApplicationError(0)) => None,
-                other => Some(format!("{other:?}")),
-            }
+            error
         }
-        _ => None,
+        _ => return None,
+    };
+    // neqo keeps the codes, not the reason phrases.
+    match error {
+        CloseReason::Application(0) | CloseReason::Transport(Error::PeerApplicationError(0)) => {
+            None
+        }
+        CloseReason::Application(code) => Some(format!("local application close {code:#x}")),
+        CloseReason::Transport(Error::IdleTimeout) => Some("idle timeout".into()),
+        CloseReason::Transport(Error::PeerApplicationError(code)) => {
+            Some(format!("peer application close {code:#x}"))
+        }
+        CloseReason::Transport(Error::PeerError(code)) => Some(format!(
+            "peer transport close {code:#x}: {}",
+            transport_error_name(*code)
+        )),
+        CloseReason::Transport(e) => Some(format!("local transport close {:#x}: {e:?}", e.code())),
+    }
+}
+
+/// RFC 9000's name of a transport error code (§20.1).
+fn transport_error_name(code: u64) -> &'static str {
+    match code {
+        0x0 => "no error",
+        0x1 => "internal error",
+        0x2 => "connection refused",
+        0x3 => "flow control error",
+        0x4 => "stream limit error",
+        0x5 => "stream state error",
+        0x6 => "final size error",
+        0x7 => "frame encoding error",
+        0x8 => "transport parameter error",
+        0x9 => "connection id limit error",
+        0xa => "protocol violation",
+        0xb => "invalid token",
+        0xc => "application error",
+        0xd => "crypto buffer exceeded",
+        0xe => "key update error",
+        0xf => "aead limit reached",
+        0x10 => "no viable path",
+        0x100..=0x1ff => "crypto error",
+        _ => "unknown error",
     }
 }
 
@@ -362,9 +399,10 @@ async fn server(args: &Args, logs: &Logs) -> Result<bool, String> {
     let mut input = None;
     loop {
         let now = Instant::now();
+        // neqo reads no clock: each call gets the time it runs at.
         let delay = send_all(&socket, || match input.take() {
-            Some(d) => server.process(Some(d), now),
-            None => server.process_output(now),
+            Some(d) => server.process(Some(d), Instant::now()),
+            None => server.process_output(Instant::now()),
         })
         .await?;
         // New connections, then the application on every connection.
@@ -573,7 +611,7 @@ async fn client(args: &Args, logs: &Logs) -> Result<bool, String> {
         if let Some(d) = input.take() {
             conn.process_input(d, now);
         }
-        let delay = send_all(&socket, || conn.process_output(now)).await?;
+        let delay = send_all(&socket, || conn.process_output(Instant::now())).await?;
         let mut acted = download.progress(&mut conn, now);
         if handshake.is_none() && conn.state().connected() {
             handshake = Some(now - started);

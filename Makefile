@@ -47,12 +47,13 @@ setup:
 	@rustup component list --installed --toolchain $(TOOLCHAIN) | grep -q clippy || \
 	  rustup component add --toolchain $(TOOLCHAIN) rustfmt clippy
 	@# quiche's BoringSSL build needs cmake and libclang (bindgen); C plugins
-	@# need clang and lld for wasm32 and wasi-libc (malloc, memcpy).
-	@if ! command -v cmake >/dev/null || ! command -v $(CLANG) >/dev/null || ! command -v $(WASM_OPT) >/dev/null || { command -v dpkg >/dev/null && ! dpkg -s libclang-dev lld-14 wasi-libc libclang-rt-14-dev-wasm32 >/dev/null 2>&1; }; then \
+	@# need clang and lld for wasm32 and wasi-libc (malloc, memcpy); neqo's NSS
+	@# build needs ninja and a python3 venv (gyp-next).
+	@if ! command -v cmake >/dev/null || ! command -v $(CLANG) >/dev/null || ! command -v $(WASM_OPT) >/dev/null || ! command -v ninja >/dev/null || { command -v dpkg >/dev/null && ! dpkg -s libclang-dev lld-14 wasi-libc libclang-rt-14-dev-wasm32 python3-venv >/dev/null 2>&1; }; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    echo "installing cmake, libclang-dev (quiche's BoringSSL build), clang-14, lld-14, wasi-libc (C plugins), binaryen (wasm-opt)"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cmake libclang-dev clang-14 lld-14 wasi-libc libclang-rt-14-dev-wasm32 binaryen >/dev/null; \
-	  else echo "warning: quiche needs cmake and libclang-dev, C plugins clang-14, lld-14, wasi-libc and libclang-rt-14-dev-wasm32, size optimization binaryen (apt-get install …)" >&2; fi; \
+	    echo "installing cmake, libclang-dev (quiche's BoringSSL build), clang-14, lld-14, wasi-libc (C plugins), binaryen (wasm-opt), ninja-build, python3-venv (neqo's NSS)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cmake libclang-dev clang-14 lld-14 wasi-libc libclang-rt-14-dev-wasm32 binaryen ninja-build python3-venv >/dev/null; \
+	  else echo "warning: quiche needs cmake and libclang-dev, C plugins clang-14, lld-14, wasi-libc and libclang-rt-14-dev-wasm32, size optimization binaryen, neqo ninja-build and python3-venv (apt-get install …)" >&2; fi; \
 	fi
 
 ## patches: pristine pinned upstream crates + our hook patches, in build/patched
@@ -149,8 +150,11 @@ check-registry: setup patches
 	$(CARGO) run -q -p xtask -- registry --check spec/registry.toml
 	$(CARGO) run -q -p xtask -- releases --check wit releases
 
+## fmt-check: the workspace's members only: `--all` would also take in the
+## path dependencies, neqo's patched crates among them, which are upstream's
+## code and layout.
 fmt-check: setup patches
-	$(CARGO) fmt --all -- --check
+	$(CARGO) fmt -- --check
 
 lint: setup patches
 	$(CARGO) clippy $(HOST_PACKAGES) --all-targets -- -D warnings

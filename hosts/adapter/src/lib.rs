@@ -756,6 +756,32 @@ pub fn duration_ns(d: &std::time::Duration) -> u64 {
     d.as_nanos().min(u128::from(u64::MAX)) as u64
 }
 
+/// The index of a field's packet number space in a stack's per-space
+/// arrays ordered Initial, Handshake, Application; a field read without a
+/// space is the application space's.
+pub fn space_index(space: Option<PnSpace>) -> usize {
+    match space {
+        Some(PnSpace::Initial) => 0,
+        Some(PnSpace::Handshake) => 1,
+        _ => 2,
+    }
+}
+
+/// A congestion window a plugin writes, as a stack that keeps it in `usize`
+/// takes it: at most `max` bytes, so that the stack's arithmetic on its
+/// window cannot overflow. A larger value is refused, never clamped
+/// (CQ-FIELD-8); `stack` names the stack in the error.
+pub fn congestion_window(bytes: u64, max: usize, stack: &str) -> Result<usize, abi::Error> {
+    usize::try_from(bytes)
+        .ok()
+        .filter(|w| *w <= max)
+        .ok_or_else(|| {
+            abi::Error::InvalidArgument(format!(
+                "congestion-window: {stack}'s congestion controller holds at most {max} bytes, not {bytes}"
+            ))
+        })
+}
+
 /// Convert a stack's observed frame to the ABI's [`Frame`] (`None` for a
 /// frame the ABI has no value for). Every hook patch declares the same
 /// `ObservedFrame` variants (`hosts/README.md`); name the type in scope:
@@ -1032,6 +1058,26 @@ mod tests {
 
     fn state() -> State {
         plugins().state
+    }
+
+    #[test]
+    fn a_window_above_the_stacks_maximum_is_refused_not_clamped() {
+        assert_eq!(congestion_window(4096, 1 << 20, "stack"), Ok(4096));
+        assert_eq!(congestion_window(1 << 20, 1 << 20, "stack"), Ok(1 << 20));
+        let refused = congestion_window((1 << 20) + 1, 1 << 20, "stack");
+        assert!(
+            matches!(&refused, Err(abi::Error::InvalidArgument(m)) if m.contains("stack")),
+            "{refused:?}"
+        );
+        assert!(congestion_window(u64::MAX, usize::MAX, "stack").is_ok() == (usize::BITS >= 64));
+    }
+
+    #[test]
+    fn fields_without_a_space_read_the_application_space() {
+        assert_eq!(space_index(Some(PnSpace::Initial)), 0);
+        assert_eq!(space_index(Some(PnSpace::Handshake)), 1);
+        assert_eq!(space_index(Some(PnSpace::ApplicationData)), 2);
+        assert_eq!(space_index(None), 2);
     }
 
     #[test]

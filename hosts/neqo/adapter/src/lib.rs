@@ -30,7 +30,7 @@ use corequic_adapter::{
     Attachment, ConnectionInfo, ConnectionPlugins, FrameRefused, StackConnection,
 };
 pub use corequic_adapter::{ConnectionReport, FrameCounts, LogSink};
-use corequic_runtime::abi::{self, FieldId, FieldRef, PluginVal, PnSpace};
+use corequic_runtime::abi::{self, FieldId, FieldRef, PluginVal};
 use corequic_runtime::{HostCapabilities, Plugin, PluginStats, RoutineError, Runtime};
 use neqo_common::Role;
 use neqo_transport::{
@@ -116,14 +116,6 @@ struct Neqo<'a, 'b> {
     addresses: (SocketAddr, SocketAddr),
 }
 
-fn space_index(space: Option<PnSpace>) -> usize {
-    match space {
-        Some(PnSpace::Initial) => 0,
-        Some(PnSpace::Handshake) => 1,
-        _ => 2,
-    }
-}
-
 impl StackConnection for Neqo<'_, '_> {
     fn now(&self) -> u64 {
         corequic_adapter::duration_ns(&self.cx.now().saturating_duration_since(self.epoch))
@@ -132,7 +124,7 @@ impl StackConnection for Neqo<'_, '_> {
     fn get_field(&mut self, field: FieldRef) -> Result<PluginVal, abi::Error> {
         let info = self.cx.info();
         let (local, peer) = info.addresses.unwrap_or(self.addresses);
-        let space = space_index(field.space);
+        let space = corequic_adapter::space_index(field.space);
         let optional = |v: Option<u64>| v.map_or(PluginVal::None, PluginVal::U64);
         Ok(match field.id {
             FieldId::Version => PluginVal::U32(info.version),
@@ -173,14 +165,7 @@ impl StackConnection for Neqo<'_, '_> {
     fn set_congestion_window(&mut self, bytes: u64) -> Result<bool, abi::Error> {
         // neqo adds to and multiplies the window in usize; a larger value
         // is refused, never clamped (CQ-FIELD-8).
-        let window = usize::try_from(bytes)
-            .ok()
-            .filter(|w| *w <= MAX_CONGESTION_WINDOW)
-            .ok_or_else(|| {
-                abi::Error::InvalidArgument(format!(
-                    "congestion-window: neqo's congestion controller holds at most {MAX_CONGESTION_WINDOW} bytes, not {bytes}"
-                ))
-            })?;
+        let window = corequic_adapter::congestion_window(bytes, MAX_CONGESTION_WINDOW, "neqo")?;
         Ok(self.cx.set_cwnd(window))
     }
 

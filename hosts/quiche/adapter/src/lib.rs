@@ -30,7 +30,7 @@ use corequic_adapter::{
     Attachment, ConnectionInfo, ConnectionPlugins, FrameRefused, StackConnection,
 };
 pub use corequic_adapter::{ConnectionReport, FrameCounts, LogSink};
-use corequic_runtime::abi::{self, FieldId, FieldRef, PluginVal, PnSpace};
+use corequic_runtime::abi::{self, FieldId, FieldRef, PluginVal};
 use corequic_runtime::{HostCapabilities, Plugin, PluginStats, RoutineError, Runtime};
 use quiche::{
     Extension, ExtensionContext, ExtensionFactory, ExtensionFrame, ObservedFrame, SendContext,
@@ -111,14 +111,6 @@ struct Quiche<'a, 'b> {
     addresses: (SocketAddr, SocketAddr),
 }
 
-fn space_index(space: Option<PnSpace>) -> usize {
-    match space {
-        Some(PnSpace::Initial) => 0,
-        Some(PnSpace::Handshake) => 1,
-        _ => 2,
-    }
-}
-
 impl StackConnection for Quiche<'_, '_> {
     fn now(&self) -> u64 {
         corequic_adapter::duration_ns(&self.cx.now().saturating_duration_since(self.epoch))
@@ -127,7 +119,7 @@ impl StackConnection for Quiche<'_, '_> {
     fn get_field(&mut self, field: FieldRef) -> Result<PluginVal, abi::Error> {
         let info = self.cx.info();
         let (local, peer) = info.addresses.unwrap_or(self.addresses);
-        let space = space_index(field.space);
+        let space = corequic_adapter::space_index(field.space);
         Ok(match field.id {
             FieldId::Version => PluginVal::U32(info.version),
             FieldId::IsEstablished => PluginVal::Bool(info.is_established),
@@ -171,14 +163,7 @@ impl StackConnection for Quiche<'_, '_> {
         // usize::MAX overflows (a chaos seed aborted the process in
         // cwnd_available). A larger value is refused, never clamped
         // (CQ-FIELD-8).
-        let window = usize::try_from(bytes)
-            .ok()
-            .filter(|w| *w <= MAX_CONGESTION_WINDOW)
-            .ok_or_else(|| {
-                abi::Error::InvalidArgument(format!(
-                    "congestion-window: quiche's congestion controller holds at most {MAX_CONGESTION_WINDOW} bytes, not {bytes}"
-                ))
-            })?;
+        let window = corequic_adapter::congestion_window(bytes, MAX_CONGESTION_WINDOW, "quiche")?;
         Ok(self.cx.set_cwnd(window))
     }
 

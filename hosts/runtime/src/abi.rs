@@ -240,6 +240,9 @@ impl LogLevel {
 }
 
 impl Anchor {
+    /// Every anchor, in WIT order.
+    pub const ALL: [Anchor; 3] = [Anchor::Define, Anchor::Before, Anchor::After];
+
     /// The WIT name of the anchor.
     pub fn name(self) -> &'static str {
         match self {

@@ -2,32 +2,46 @@
 //!
 //! An entry is named by the SHA-256 of everything that decides the compiled
 //! code: the engine's compatibility hash (the wasmtime version, the engine's
-//! configuration and its target) and the component's bytes. Its file holds a
-//! magic, the artifact's length and CRC-32, and the artifact that
-//! `Component::serialize` produced. Entries are written to a temporary file
-//! and renamed into place, so a reader never sees half an entry; one whose
-//! length or checksum does not match (truncated, corrupt, edited) is
-//! compiled again and replaced, never deserialized. wasmtime itself refuses
-//! an artifact of another engine configuration.
+//! configuration and its target) and the component's bytes. It is two files:
 //!
-//! The checksum catches accidents, not an attacker: whoever can write the
-//! cache directory can write a matching one (a cryptographic digest would
+//! - `KEY.cwasm`, exactly what `Component::serialize` produced, which
+//!   wasmtime maps from the file instead of copying it into fresh memory
+//!   (a third of a warm load's time was that copy and its page faults);
+//! - `KEY.meta`: a magic, the artifact's length and CRC-32, and the
+//!   plugin's manifest as its `manifest` export returned it, with its own
+//!   CRC-32, so that a warm load needs no throwaway instance to learn it.
+//!   The manifest is validated against the grants on every load, like a
+//!   fresh one; it may be cached because a plugin's `manifest` has no
+//!   inputs (host calls are denied there), so the component's bytes decide
+//!   it.
+//!
+//! Both are written to temporary files and renamed into place, the
+//! artifact first, so a reader never sees half a file. An entry whose
+//! artifact does not match the length and checksum its meta file records
+//! (truncated, corrupt, edited, or replaced without its meta file) is
+//! compiled again and replaced, never deserialized; a meta file whose
+//! manifest does not decode only costs the manifest call. wasmtime itself
+//! refuses an artifact of another engine configuration.
+//!
+//! The checksums catch accidents, not an attacker: whoever can write the
+//! cache directory can write matching ones (a cryptographic digest would
 //! not change that), and a deserialized artifact runs as native code. The
-//! directory must be writable by the embedder only. CRC-32 rather than a
-//! second SHA-256 because the check runs on every warm load and the
-//! artifacts are several times larger than the components: SHA-256 of the
-//! artifacts was a fifth of the time of loading four plugins.
+//! directory must be writable by the embedder only, and its files must not
+//! be modified in place while a process uses them (they are mapped).
+//! CRC-32 rather than a second SHA-256 because the check runs on every
+//! warm load and the artifacts are several times larger than the
+//! components: SHA-256 of the artifacts was a fifth of the time of loading
+//! four plugins.
 
+use crate::abi::{Anchor, Binding, FieldId, Permission, PluginManifest, Routine};
 use sha2::{Digest, Sha256};
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
-/// The first bytes of every entry (format version 2).
-const MAGIC: &[u8; 8] = b"cqcache2";
-/// After the magic: the artifact's length (u64) and CRC-32 (u32), little-endian.
-const HEADER_LEN: usize = 12;
+/// The first bytes of every meta file (format version 3).
+const MAGIC: &[u8; 8] = b"cqcache3";
 
 /// A [`Hasher`] that feeds SHA-256, to take wasmtime's compatibility hash
 /// (which is only `impl Hash`) into the key.
@@ -44,57 +58,80 @@ impl Hasher for Sha256Hasher {
     }
 }
 
-/// The entry file of `component` compiled by `engine`, in `dir`.
-pub(crate) fn entry_path(dir: &Path, engine: &Engine, component: &[u8]) -> PathBuf {
-    let mut key = Sha256Hasher(Sha256::new());
-    key.write(b"corequic-runtime compiled plugin\0");
-    // The wasmtime version (wasmtime's default module-version strategy),
-    // the engine's configuration and its target.
-    engine.precompile_compatibility_hash().hash(&mut key);
-    key.write(&(component.len() as u64).to_le_bytes());
-    key.write(component);
-    dir.join(format!("{:x}.cwasm", key.0.finalize()))
+/// The two files of one cache entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Entry {
+    artifact: PathBuf,
+    meta: PathBuf,
 }
 
-/// The component stored at `path`, if the entry is there and intact.
-pub(crate) fn load(engine: &Engine, path: &Path) -> Option<Component> {
-    let bytes = std::fs::read(path).ok()?;
-    let artifact = verified_artifact(&bytes)?;
-    // SAFETY: `artifact` is exactly what `store` wrote for this key (its
-    // length and checksum match), and the key binds the wasmtime version and the engine
-    // configuration; wasmtime checks the configuration again. The directory
-    // is the embedder's own (see the module documentation).
-    unsafe { Component::deserialize(engine, artifact) }.ok()
+/// A component read back from the cache.
+pub(crate) struct Cached {
+    pub(crate) component: Component,
+    /// The manifest stored with it; `None` when the meta file has none that
+    /// decodes, and the plugin must be asked.
+    pub(crate) manifest: Option<PluginManifest>,
 }
 
-/// The header of `artifact`'s entry, after the magic.
-fn header(artifact: &[u8]) -> [u8; HEADER_LEN] {
-    let mut h = [0; HEADER_LEN];
-    h[..8].copy_from_slice(&(artifact.len() as u64).to_le_bytes());
-    h[8..].copy_from_slice(&crc32fast::hash(artifact).to_le_bytes());
-    h
+impl Entry {
+    /// The entry of `component` compiled by `engine`, in `dir`.
+    pub(crate) fn new(dir: &Path, engine: &Engine, component: &[u8]) -> Entry {
+        let mut key = Sha256Hasher(Sha256::new());
+        key.write(b"corequic-runtime compiled plugin\0");
+        // The wasmtime version (wasmtime's default module-version strategy),
+        // the engine's configuration and its target.
+        engine.precompile_compatibility_hash().hash(&mut key);
+        key.write(&(component.len() as u64).to_le_bytes());
+        key.write(component);
+        let key = format!("{:x}", key.0.finalize());
+        Entry {
+            artifact: dir.join(format!("{key}.cwasm")),
+            meta: dir.join(format!("{key}.meta")),
+        }
+    }
+
+    /// The component stored in this entry, if the entry is there and intact.
+    pub(crate) fn load(&self, engine: &Engine) -> Option<Cached> {
+        let meta = Meta::parse(&std::fs::read(&self.meta).ok()?)?;
+        let artifact = std::fs::read(&self.artifact).ok()?;
+        if artifact.len() as u64 != meta.artifact_len
+            || crc32fast::hash(&artifact) != meta.artifact_crc
+        {
+            return None;
+        }
+        // SAFETY: the file holds exactly what `store` wrote for this key (its
+        // length and checksum match the meta file's, and files are only
+        // ever replaced whole, by rename), and the key binds the wasmtime
+        // version and the engine configuration, which wasmtime checks
+        // again. The directory is the embedder's own (module documentation).
+        let component = unsafe { Component::deserialize_file(engine, &self.artifact) }.ok()?;
+        Some(Cached {
+            component,
+            manifest: meta.manifest,
+        })
+    }
+
+    /// Store `component` and its `manifest`, atomically. The cache is an
+    /// optimisation: failing to write it is not an error, and a failed write
+    /// leaves no file of the entry half-written.
+    pub(crate) fn store(&self, component: &Component, manifest: &PluginManifest) {
+        let Ok(artifact) = component.serialize() else {
+            return;
+        };
+        let meta = Meta::encode(&artifact, manifest);
+        // The artifact first: a meta file never describes a missing
+        // artifact for long, and a mismatch only costs a compilation.
+        if write_atomically(&self.artifact, &artifact) {
+            write_atomically(&self.meta, &meta);
+        }
+    }
 }
 
-/// The artifact of an entry's bytes, if its magic, length and checksum hold.
-fn verified_artifact(entry: &[u8]) -> Option<&[u8]> {
-    let rest = entry.strip_prefix(MAGIC.as_slice())?;
-    let (found, artifact) = rest.split_at_checked(HEADER_LEN)?;
-    (found == header(artifact)).then_some(artifact)
-}
-
-/// Store `component` at `path`, atomically. The cache is an optimisation:
-/// failing to write it is not an error, and a failed write leaves no entry.
-pub(crate) fn store(component: &Component, path: &Path) {
-    let Ok(artifact) = component.serialize() else {
-        return;
-    };
+/// Write `bytes` to `path` through a temporary file and a rename.
+fn write_atomically(path: &Path, bytes: &[u8]) -> bool {
     let Some(dir) = path.parent() else {
-        return;
+        return false;
     };
-    let mut entry = Vec::with_capacity(MAGIC.len() + HEADER_LEN + artifact.len());
-    entry.extend_from_slice(MAGIC);
-    entry.extend_from_slice(&header(&artifact));
-    entry.extend_from_slice(&artifact);
     // Unique per process and call, in the entry's directory so that the
     // rename stays on one file system.
     let tmp = dir.join(format!(
@@ -104,11 +141,12 @@ pub(crate) fn store(component: &Component, path: &Path) {
         unique()
     ));
     let written = std::fs::create_dir_all(dir)
-        .and_then(|_| std::fs::write(&tmp, &entry))
+        .and_then(|_| std::fs::write(&tmp, bytes))
         .and_then(|_| std::fs::rename(&tmp, path));
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
+    written.is_ok()
 }
 
 fn unique() -> u64 {
@@ -117,43 +155,249 @@ fn unique() -> u64 {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
+/// A meta file: `MAGIC`, the artifact's length (u64) and CRC-32 (u32), the
+/// manifest's length (u32) and CRC-32 (u32), the manifest; little-endian.
+#[derive(Debug, PartialEq)]
+struct Meta {
+    artifact_len: u64,
+    artifact_crc: u32,
+    manifest: Option<PluginManifest>,
+}
+
+impl Meta {
+    fn encode(artifact: &[u8], manifest: &PluginManifest) -> Vec<u8> {
+        let manifest = encode_manifest(manifest);
+        let mut out = Vec::with_capacity(MAGIC.len() + 16 + manifest.len());
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&(artifact.len() as u64).to_le_bytes());
+        out.extend_from_slice(&crc32fast::hash(artifact).to_le_bytes());
+        out.extend_from_slice(&(manifest.len() as u32).to_le_bytes());
+        out.extend_from_slice(&crc32fast::hash(&manifest).to_le_bytes());
+        out.extend_from_slice(&manifest);
+        out
+    }
+
+    /// The meta file's content; `None` if its magic or header is wrong. A
+    /// manifest that is damaged is dropped, not the entry.
+    fn parse(bytes: &[u8]) -> Option<Meta> {
+        let mut r = Reader(bytes.strip_prefix(MAGIC.as_slice())?);
+        let artifact_len = r.u64()?;
+        let artifact_crc = r.u32()?;
+        let manifest_len = r.u32()? as usize;
+        let manifest_crc = r.u32()?;
+        let manifest = (r.0.len() == manifest_len && crc32fast::hash(r.0) == manifest_crc)
+            .then(|| decode_manifest(r.0))
+            .flatten();
+        Some(Meta {
+            artifact_len,
+            artifact_crc,
+            manifest,
+        })
+    }
+}
+
+/// Little-endian, length-prefixed; enum cases as their index in WIT order.
+fn encode_manifest(m: &PluginManifest) -> Vec<u8> {
+    fn string(out: &mut Vec<u8>, s: &str) {
+        out.extend_from_slice(&(s.len() as u32).to_le_bytes());
+        out.extend_from_slice(s.as_bytes());
+    }
+    fn indices<T: PartialEq + Copy>(out: &mut Vec<u8>, items: &[T], all: &[T]) {
+        out.extend_from_slice(&(items.len() as u32).to_le_bytes());
+        out.extend(items.iter().map(|i| index(all, *i)));
+    }
+    fn index<T: PartialEq>(all: &[T], item: T) -> u8 {
+        // Every case is in its ALL table (abi.rs); u8::MAX would not decode.
+        all.iter()
+            .position(|x| *x == item)
+            .map_or(u8::MAX, |i| i as u8)
+    }
+    let mut out = Vec::new();
+    string(&mut out, &m.name);
+    string(&mut out, &m.version);
+    string(&mut out, &m.abi_version);
+    out.extend_from_slice(&(m.bindings.len() as u32).to_le_bytes());
+    for b in &m.bindings {
+        out.push(index(&Routine::ALL, b.routine));
+        out.push(index(&Anchor::ALL, b.anchor));
+        out.extend_from_slice(&b.param.to_le_bytes());
+    }
+    indices(&mut out, &m.reads, &FieldId::ALL);
+    indices(&mut out, &m.writes, &FieldId::ALL);
+    indices(&mut out, &m.permissions, &Permission::ALL);
+    out
+}
+
+/// The manifest [`encode_manifest`] wrote, if `bytes` are exactly that.
+fn decode_manifest(bytes: &[u8]) -> Option<PluginManifest> {
+    let mut r = Reader(bytes);
+    let name = r.string()?;
+    let version = r.string()?;
+    let abi_version = r.string()?;
+    let bindings = (0..r.count()?)
+        .map(|_| {
+            Some(Binding {
+                routine: r.case(&Routine::ALL)?,
+                anchor: r.case(&Anchor::ALL)?,
+                param: r.u64()?,
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    let reads = r.cases(&FieldId::ALL)?;
+    let writes = r.cases(&FieldId::ALL)?;
+    let permissions = r.cases(&Permission::ALL)?;
+    r.0.is_empty().then_some(PluginManifest {
+        name,
+        version,
+        abi_version,
+        bindings,
+        reads,
+        writes,
+        permissions,
+    })
+}
+
+/// Reads from the front of a byte slice; every read fails past its end.
+struct Reader<'a>(&'a [u8]);
+
+impl Reader<'_> {
+    fn take(&mut self, n: usize) -> Option<&[u8]> {
+        let (head, rest) = self.0.split_at_checked(n)?;
+        self.0 = rest;
+        Some(head)
+    }
+
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+    }
+
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+
+    /// A list's length, bounded by the bytes left (each item takes one at least).
+    fn count(&mut self) -> Option<usize> {
+        let n = self.u32()? as usize;
+        (n <= self.0.len()).then_some(n)
+    }
+
+    fn string(&mut self) -> Option<String> {
+        let n = self.u32()? as usize;
+        String::from_utf8(self.take(n)?.to_vec()).ok()
+    }
+
+    fn case<T: Copy>(&mut self, all: &[T]) -> Option<T> {
+        all.get(usize::from(*self.take(1)?.first()?)).copied()
+    }
+
+    fn cases<T: Copy>(&mut self, all: &[T]) -> Option<Vec<T>> {
+        (0..self.count()?).map(|_| self.case(all)).collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn an_entry_with_a_wrong_checksum_length_or_magic_is_not_an_artifact() {
-        let mut entry = MAGIC.to_vec();
-        entry.extend_from_slice(&header(b"artifact"));
-        entry.extend_from_slice(b"artifact");
-        assert_eq!(verified_artifact(&entry), Some(b"artifact".as_slice()));
+    fn manifest() -> PluginManifest {
+        PluginManifest {
+            name: "probe".into(),
+            version: "0.1.0".into(),
+            abi_version: "0.1.0".into(),
+            bindings: vec![
+                Binding {
+                    routine: Routine::PluginControl,
+                    anchor: Anchor::Define,
+                    param: 0x80000,
+                },
+                Binding {
+                    routine: Routine::ProcessFrame,
+                    anchor: Anchor::After,
+                    param: u64::MAX,
+                },
+            ],
+            reads: FieldId::ALL.to_vec(),
+            writes: vec![FieldId::ALL[24]],
+            permissions: Permission::ALL.to_vec(),
+        }
+    }
 
-        let mut flipped = entry.clone();
-        *flipped.last_mut().expect("bytes") ^= 1;
-        assert_eq!(verified_artifact(&flipped), None);
-        assert_eq!(verified_artifact(&entry[..entry.len() - 1]), None);
-        assert_eq!(verified_artifact(&entry[..MAGIC.len() + 5]), None);
-        let mut longer = entry.clone();
+    #[test]
+    fn a_manifest_survives_its_encoding() {
+        let m = manifest();
+        assert_eq!(decode_manifest(&encode_manifest(&m)), Some(m));
+        let empty = PluginManifest {
+            name: String::new(),
+            version: String::new(),
+            abi_version: String::new(),
+            bindings: vec![],
+            reads: vec![],
+            writes: vec![],
+            permissions: vec![],
+        };
+        assert_eq!(decode_manifest(&encode_manifest(&empty)), Some(empty));
+    }
+
+    #[test]
+    fn a_damaged_manifest_does_not_decode() {
+        let bytes = encode_manifest(&manifest());
+        for cut in 0..bytes.len() {
+            assert_eq!(decode_manifest(&bytes[..cut]), None, "cut at {cut}");
+        }
+        let mut longer = bytes.clone();
         longer.push(0);
-        assert_eq!(verified_artifact(&longer), None);
-        let mut other_magic = entry.clone();
+        assert_eq!(decode_manifest(&longer), None);
+        // A routine index past the last case.
+        let mut bad_case = bytes.clone();
+        let first_binding = 3 * 4 + "probe".len() + 2 * "0.1.0".len() + 4;
+        bad_case[first_binding] = Routine::ALL.len() as u8;
+        assert_eq!(decode_manifest(&bad_case), None);
+        // A list that claims more items than there are bytes.
+        let mut huge = bytes;
+        huge[first_binding - 4..first_binding].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(decode_manifest(&huge), None);
+    }
+
+    #[test]
+    fn a_meta_file_checks_its_magic_header_and_manifest() {
+        let m = manifest();
+        let meta = Meta::encode(b"artifact", &m);
+        let parsed = Meta::parse(&meta).expect("meta");
+        assert_eq!(parsed.artifact_len, 8);
+        assert_eq!(parsed.artifact_crc, crc32fast::hash(b"artifact"));
+        assert_eq!(parsed.manifest, Some(m));
+
+        let mut other_magic = meta.clone();
         other_magic[0] = b'x';
-        assert_eq!(verified_artifact(&other_magic), None);
+        assert_eq!(Meta::parse(&other_magic), None);
+        assert_eq!(Meta::parse(&meta[..MAGIC.len() + 10]), None);
+        // A flipped manifest byte drops the manifest, not the artifact's check.
+        let mut flipped = meta.clone();
+        *flipped.last_mut().expect("bytes") ^= 1;
+        let parsed = Meta::parse(&flipped).expect("meta");
+        assert_eq!((parsed.artifact_len, parsed.manifest), (8, None));
+        let parsed = Meta::parse(&meta[..meta.len() - 1]).expect("meta");
+        assert_eq!(parsed.manifest, None);
     }
 
     #[test]
     fn keys_differ_by_component_and_are_hex_sha256() {
         let engine = Engine::default();
         let dir = Path::new("cache");
-        let a = entry_path(dir, &engine, b"one");
-        let b = entry_path(dir, &engine, b"two");
+        let a = Entry::new(dir, &engine, b"one");
+        let b = Entry::new(dir, &engine, b"two");
         assert_ne!(a, b);
-        let name = a.file_name().and_then(|n| n.to_str()).expect("name");
+        let name = a
+            .artifact
+            .file_name()
+            .and_then(|n| n.to_str())
+            .expect("name");
         assert_eq!(name.len(), 64 + ".cwasm".len());
         assert!(
             name.trim_end_matches(".cwasm")
                 .bytes()
                 .all(|c| c.is_ascii_hexdigit())
         );
+        assert_eq!(a.meta.with_extension("cwasm"), a.artifact);
     }
 }

@@ -23,8 +23,10 @@ pub struct RuntimeConfig {
     /// Directory where compiled plugins are cached, if any: entries are
     /// keyed by SHA-256 over the wasmtime version, the engine configuration
     /// and the component, written atomically, and checked against their
-    /// length and CRC-32 before they are used. It must be writable by the embedder
-    /// only: an entry runs as native code.
+    /// length and CRC-32 before they are used; an entry also keeps the
+    /// plugin's manifest (validated again on every load). It must be
+    /// writable by the embedder only: an entry runs as native code, and its
+    /// files are mapped, so they must not be modified in place.
     pub cache_dir: Option<PathBuf>,
     /// Deliberate deviations from the specification, for testing only: the
     /// conformance kit's own tests use them to show that its cases fail

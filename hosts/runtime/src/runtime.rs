@@ -165,6 +165,14 @@ impl HostCapabilities {
     }
 }
 
+/// A compiled component, with its manifest when the cache had it.
+struct Compiled {
+    component: Component,
+    manifest: Option<PluginManifest>,
+    /// The cache entry to write once the manifest is known, if any.
+    uncached: Option<cache::Entry>,
+}
+
 /// Per-plugin facts the runtime derives from a validated manifest.
 #[derive(Debug)]
 pub(crate) struct PluginInfo {
@@ -305,7 +313,8 @@ impl Runtime {
             plugin: origin.into(),
             message: e.to_string(),
         };
-        let component = self.compile(bytes).map_err(compile_err)?;
+        let compiled = self.compile(bytes).map_err(compile_err)?;
+        let component = compiled.component;
         // A component built against another package version fails to link;
         // say so the way CQ-VER-7 asks instead of with the linker's error.
         if let Some(version) = self.foreign_abi_version(&component) {
@@ -320,28 +329,16 @@ impl Runtime {
             .instantiate_pre(&component)
             .map_err(compile_err)?;
         let pre = BindingsPre::new(instance_pre).map_err(compile_err)?;
-
-        // Read the manifest from a throwaway instance; host calls are denied
-        // there because no connection scope is set.
-        let mut store = Store::new(&self.engine, PluginState::for_manifest(&self.config));
-        store.limiter(|s| &mut s.limits);
-        crate::deadline::install(&mut store, self.deadline_ticks());
-        let manifest = pre
-            .instantiate(&mut store)
-            .and_then(|b| b.core_quic_plugin_routines().call_manifest(&mut store))
-            .map_err(|e| {
-                // Name the cause (CQ-LOAD-3): a deadline interrupt reads as
-                // a bare "interrupt" otherwise.
-                let cause = match crate::set::classify(&e) {
-                    FaultKind::Deadline => "exceeded its CPU deadline",
-                    FaultKind::Memory => "exceeded its memory limit",
-                    _ => "trapped",
-                };
-                LoadError::Compile {
-                    plugin: origin.into(),
-                    message: format!("the plugin {cause} in manifest: {e:#}"),
+        let manifest = match compiled.manifest {
+            Some(manifest) => manifest,
+            None => {
+                let manifest = self.run_manifest(&pre, origin)?;
+                if let Some(entry) = compiled.uncached {
+                    entry.store(&component, &manifest);
                 }
-            })?;
+                manifest
+            }
+        };
         let info = self.validate(manifest, grants)?;
         Ok(Arc::new(Plugin {
             info: Arc::new(info),
@@ -371,17 +368,58 @@ impl Runtime {
             .has(InjectedFault::AcceptForeignAbi)
     }
 
-    fn compile(&self, bytes: &[u8]) -> wasmtime::Result<Component> {
+    /// Ask a throwaway instance for the plugin's manifest; host calls are
+    /// denied there because no connection scope is set.
+    fn run_manifest(
+        &self,
+        pre: &BindingsPre<PluginState>,
+        origin: &str,
+    ) -> Result<PluginManifest, LoadError> {
+        let mut store = Store::new(&self.engine, PluginState::for_manifest(&self.config));
+        store.limiter(|s| &mut s.limits);
+        crate::deadline::install(&mut store, self.deadline_ticks());
+        pre.instantiate(&mut store)
+            .and_then(|b| b.core_quic_plugin_routines().call_manifest(&mut store))
+            .map_err(|e| {
+                // Name the cause (CQ-LOAD-3): a deadline interrupt reads as
+                // a bare "interrupt" otherwise.
+                let cause = match crate::set::classify(&e) {
+                    FaultKind::Deadline => "exceeded its CPU deadline",
+                    FaultKind::Memory => "exceeded its memory limit",
+                    _ => "trapped",
+                };
+                LoadError::Compile {
+                    plugin: origin.into(),
+                    message: format!("the plugin {cause} in manifest: {e:#}"),
+                }
+            })
+    }
+
+    /// The compiled component, from the cache when it has the entry.
+    fn compile(&self, bytes: &[u8]) -> wasmtime::Result<Compiled> {
         let Some(dir) = &self.config.cache_dir else {
-            return Component::new(&self.engine, bytes);
+            return Ok(Compiled {
+                component: Component::new(&self.engine, bytes)?,
+                manifest: None,
+                uncached: None,
+            });
         };
-        let path = cache::entry_path(dir, &self.engine, bytes);
-        if let Some(component) = cache::load(&self.engine, &path) {
-            return Ok(component);
+        let entry = cache::Entry::new(dir, &self.engine, bytes);
+        if let Some(cached) = entry.load(&self.engine) {
+            // A manifest that did not survive is asked for and the entry
+            // written again with it.
+            let uncached = cached.manifest.is_none().then_some(entry);
+            return Ok(Compiled {
+                component: cached.component,
+                manifest: cached.manifest,
+                uncached,
+            });
         }
-        let component = Component::new(&self.engine, bytes)?;
-        cache::store(&component, &path);
-        Ok(component)
+        Ok(Compiled {
+            component: Component::new(&self.engine, bytes)?,
+            manifest: None,
+            uncached: Some(entry),
+        })
     }
 
     fn validate(&self, manifest: PluginManifest, grants: &Grants) -> Result<PluginInfo, LoadError> {

@@ -157,36 +157,47 @@ fn precompiled_artifacts_are_cached_on_disk_and_rebuilt_when_bad() {
     };
 
     load();
-    let files: Vec<_> = std::fs::read_dir(&dir)
-        .expect("cache dir")
-        .flatten()
-        .collect();
-    assert_eq!(files.len(), 1, "one artifact per plugin");
-    let artifact = files[0].path();
-    let written = std::fs::metadata(&artifact)
-        .and_then(|m| m.modified())
-        .expect("mtime");
+    let mut names = entry_names(&dir);
+    names.sort();
+    assert_eq!(names.len(), 2, "one artifact and its meta file: {names:?}");
+    let (artifact, meta) = (dir.join(&names[0]), dir.join(&names[1]));
+    assert!(
+        names[0].ends_with(".cwasm") && names[1].ends_with(".meta"),
+        "{names:?}"
+    );
+    let mtime = |p: &std::path::Path| {
+        std::fs::metadata(p)
+            .and_then(|m| m.modified())
+            .expect("mtime")
+    };
+    let written = (mtime(&artifact), mtime(&meta));
 
-    // A second load deserializes the artifact instead of compiling and writing.
+    // A second load maps the artifact and takes the manifest from the meta
+    // file instead of compiling and writing.
     let probe = load();
-    let again = std::fs::metadata(&artifact)
-        .and_then(|m| m.modified())
-        .expect("mtime");
-    assert_eq!(written, again, "the artifact was reused, not rewritten");
-    let mut set = rt.connection(&[probe]).expect("attach");
+    assert_eq!(
+        written,
+        (mtime(&artifact), mtime(&meta)),
+        "the entry was reused, not rewritten"
+    );
+    assert_eq!(probe.name(), "probe", "the cached manifest");
     let mut conn = corequic_mock::MockPair::new(&rt, &[], &[], MTU, MS)
         .expect("pair")
         .client
         .conn;
-    set.init(&mut conn);
-    assert_eq!(
-        set.plugin_control(&mut conn, 2, &[]),
-        Ok(vec![PluginVal::None])
-    );
+    let mut works = |probe| {
+        let mut set = rt.connection(&[probe]).expect("attach");
+        set.init(&mut conn);
+        assert_eq!(
+            set.plugin_control(&mut conn, 2, &[]),
+            Ok(vec![PluginVal::None])
+        );
+    };
+    works(probe);
 
-    // A corrupt entry is ignored and replaced: one that is not an entry at
-    // all, and one with a single byte of its compiled code flipped, which
-    // only the entry's checksum reveals (deserializing it would run it).
+    // A corrupt entry is ignored and replaced: an artifact that is not one
+    // at all, and one with a single byte of its compiled code flipped, which
+    // only the meta file's checksum reveals (deserializing it would run it).
     std::fs::write(&artifact, b"not an artifact").expect("corrupt");
     load();
     assert!(
@@ -203,20 +214,33 @@ fn precompiled_artifacts_are_cached_on_disk_and_rebuilt_when_bad() {
         flipped,
         "the corrupt entry was compiled again and replaced"
     );
-    let mut set = rt.connection(&[probe]).expect("attach");
-    set.init(&mut conn);
-    assert_eq!(
-        set.plugin_control(&mut conn, 2, &[]),
-        Ok(vec![PluginVal::None])
-    );
-    // Entries are written to a temporary file and renamed: none is left.
-    let names: Vec<String> = std::fs::read_dir(&dir)
+    works(probe);
+
+    // A meta file that is garbage, or whose manifest is damaged, is
+    // replaced too; the plugin is asked for its manifest again.
+    std::fs::write(&meta, b"cqcache3 but nothing else").expect("corrupt");
+    let probe = load();
+    assert_eq!(probe.name(), "probe");
+    let mut damaged = std::fs::read(&meta).expect("meta");
+    assert!(damaged.len() > 40, "rewritten with the manifest");
+    *damaged.last_mut().expect("bytes") ^= 1;
+    std::fs::write(&meta, &damaged).expect("corrupt");
+    let probe = load();
+    assert_eq!(probe.name(), "probe");
+    assert_ne!(std::fs::read(&meta).expect("meta"), damaged, "rewritten");
+    works(probe);
+
+    // Files are written to a temporary file and renamed: none is left.
+    assert_eq!(entry_names(&dir).len(), 2, "{:?}", entry_names(&dir));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn entry_names(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(dir)
         .expect("cache dir")
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    assert_eq!(names.len(), 1, "{names:?}");
-    let _ = std::fs::remove_dir_all(&dir);
+        .collect()
 }
 
 /// CQ-API-16: a plugin can stop being asked about a frame it has no use for.

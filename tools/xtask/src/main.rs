@@ -8,9 +8,10 @@
 //!   package; `wit-doc --check <wit-dir> <out.md>` fails when `out.md` is stale.
 //! * `registry --check <registry.toml>` fails when the codepoint registry and
 //!   the repository disagree (`corequic_registry::Registry::check`).
-//! * `releases --check <wit-dir> <releases-dir>` fails when the WIT package
-//!   differs from the frozen copy of the version it declares, or a frozen
-//!   copy declares another version than its directory's name.
+//! * `releases --check <wit-dir> <releases-dir>` is the semver gate
+//!   ([`releases`]): the WIT package equals the frozen copy of the version it
+//!   declares, or it declares a new version and changes the newest release
+//!   as that version allows, with `@since` on every new item.
 //! * `c-bindings <wit-dir> <out-dir>` writes wit-bindgen's C bindings of the
 //!   `plugin` world (`plugin.h`, `plugin.c` and `plugin_component_type.o`)
 //!   for plugins written in C, and `plugin_abi_version.h`, which defines
@@ -19,6 +20,7 @@
 //!   patch workflow ([`patch`]).
 
 mod patch;
+mod releases;
 mod witdoc;
 
 use anyhow::{Context, Result, bail};
@@ -68,7 +70,8 @@ fn run() -> Result<()> {
             Ok(())
         }
         ["releases", "--check", wit, releases] => {
-            check_releases(Path::new(wit), Path::new(releases))
+            println!("{}", releases::check(Path::new(wit), Path::new(releases))?);
+            Ok(())
         }
         ["c-bindings", wit, out] => c_bindings(Path::new(wit), Path::new(out)),
         ["patch", "edit", host] => patch::edit(Path::new("."), host),
@@ -201,48 +204,4 @@ fn wit_files(dir: &Path) -> Result<(std::collections::BTreeMap<String, String>, 
     let version =
         version.with_context(|| format!("{}: no `package core-quic:plugin@…;`", dir.display()))?;
     Ok((files, version))
-}
-
-/// The WIT package may change only with its version (CQ-VER-3): while it
-/// declares a released version, it must equal that version's frozen copy.
-fn check_releases(wit: &Path, releases: &Path) -> Result<()> {
-    let (current, version) = wit_files(wit)?;
-    for entry in
-        std::fs::read_dir(releases).with_context(|| format!("reading {}", releases.display()))?
-    {
-        let dir = entry?.path();
-        if !dir.is_dir() {
-            continue;
-        }
-        let name = dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let (_, frozen_version) = wit_files(&dir.join("wit"))?;
-        if frozen_version != name {
-            bail!(
-                "{}: the frozen WIT declares {frozen_version}",
-                dir.display()
-            );
-        }
-    }
-    let frozen = releases.join(&version).join("wit");
-    if !frozen.exists() {
-        println!(
-            "{}: {version} is not released yet (no {})",
-            wit.display(),
-            frozen.display()
-        );
-        return Ok(());
-    }
-    let (released, _) = wit_files(&frozen)?;
-    if released != current {
-        bail!(
-            "{} differs from the released {version} ({}): a change to the WIT needs a new version (CQ-VER-3)",
-            wit.display(),
-            frozen.display()
-        );
-    }
-    println!("{}: identical to the released {version}", wit.display());
-    Ok(())
 }

@@ -216,6 +216,13 @@ pub fn run_perf(spec_run: &PerfRun) -> Vec<PerfCell> {
                     }
                     eprint!(".");
                     let _ = std::io::stderr().flush();
+                    // A pair that transfers nothing in either mode (an
+                    // endpoint that cannot start, say) would fail every
+                    // run, each after the endpoints' whole timeout.
+                    if cell.with.runs_mbps.is_empty() && cell.without.runs_mbps.is_empty() {
+                        eprint!(" first round failed in both modes, pair skipped;");
+                        break;
+                    }
                 }
                 match cell.ratio() {
                     Some(r) => eprintln!(" {:.1} %", r * 100.0),

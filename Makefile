@@ -29,9 +29,9 @@ C_FLAGS := --target=wasm32-wasi -Oz -std=c11 -Wall -Wextra -Werror -I$(C_BINDING
 # import may remain, since plugins import only the host interface.
 C_LINK_FLAGS := -mexec-model=reactor -nostartfiles -Wl,--no-entry -Wl,--strip-all -Wl,--gc-sections
 # Host-side packages (everything but the wasm plugin crates).
-HOST_PACKAGES := -p corequic-runtime -p corequic-mock -p corequic-sdk -p xtask -p corequic-adapter -p corequic-endpoint -p corequic-quinn -p corequic-quinn-endpoint -p corequic-quiche -p corequic-quiche-endpoint -p corequic-s2n -p corequic-s2n-endpoint -p corequic-neqo -p corequic-neqo-endpoint -p corequic-contract -p corequic-interop -p corequic-conformance -p corequic-book -p corequic-registry
+HOST_PACKAGES := -p corequic-runtime -p corequic-mock -p corequic-sdk -p xtask -p corequic-adapter -p corequic-endpoint -p corequic-quinn -p corequic-quinn-endpoint -p corequic-quiche -p corequic-quiche-endpoint -p corequic-s2n -p corequic-s2n-endpoint -p corequic-neqo -p corequic-neqo-endpoint -p corequic-contract -p corequic-interop -p corequic-conformance -p corequic-book -p corequic-registry -p corequic-cli
 
-.PHONY: all setup patches patch-check neqo-source test-upstream plugins c-plugins wit-doc check-wit-doc fmt-check lint test bench bench-pluginop demo interop interop-build interop-test conformance conformance-claims chaos fuzz paper perf scale browser sizes docs docs-check check-registry clean
+.PHONY: all setup patches corequic-tool plugin-check patch-check neqo-source test-upstream plugins c-plugins wit-doc check-wit-doc fmt-check lint test bench bench-pluginop demo interop interop-build interop-test conformance conformance-claims chaos fuzz paper perf scale browser sizes docs docs-check check-registry clean
 
 all: plugins
 
@@ -108,7 +108,7 @@ test-upstream: setup patches
 	cd $(NEQO_UPSTREAM) && $(CARGO) test -q --target-dir $(abspath $(TARGET_DIR)) --workspace --test log --test selfencrypt --test stats
 
 ## plugins: build every plugin for wasm32 and turn it into a component.
-plugins: setup patches
+plugins: setup patches corequic-tool
 	$(CARGO) build --profile plugin --target $(WASM_TARGET) $(foreach p,$(ALL_PLUGINS),-p plugin-$(p))
 	@mkdir -p $(PLUGIN_OUT) $(WASM_OPT_OUT)
 	@command -v $(WASM_OPT) >/dev/null || echo "warning: $(WASM_OPT) not found (apt-get install binaryen): plugins are not size-optimized" >&2
@@ -118,21 +118,36 @@ plugins: setup patches
 	    $(WASM_OPT) $(WASM_OPT_FLAGS) $$core -o $(WASM_OPT_OUT)/$$p.wasm || exit 1; core=$(WASM_OPT_OUT)/$$p.wasm; \
 	  fi; \
 	  $(CARGO) run -q -p xtask -- componentize $$core $(PLUGIN_OUT)/$$p.wasm || exit 1; \
+	  case " $(NO_EMBED) " in *" $$p "*) ;; *) $(COREQUIC) embed-manifest $(PLUGIN_OUT)/$$p.wasm $(PLUGIN_OUT)/$$p.wasm || exit 1;; esac; \
 	done
 	@# A core module that is not a component: the conformance kit's
 	@# loading.a-core-module-is-refused.
 	@cp $(TARGET_DIR)/$(WASM_TARGET)/plugin/plugin_padding.wasm $(PLUGIN_OUT)/cq-core-module.wasm
+	@# A plugin whose embedded manifest is another plugin's (api-probe with
+	@# padding's section): loading.an-embedded-manifest-that-lies-is-refused.
+	@$(COREQUIC) embed-manifest --section-of $(PLUGIN_OUT)/padding.wasm $(PLUGIN_OUT)/cq-api-probe.wasm $(PLUGIN_OUT)/cq-embedded-liar.wasm
 	@$(MAKE) --no-print-directory c-plugins
 	@echo "plugins in $(PLUGIN_OUT)/"
 
+## corequic-tool: the `corequic` command (tools/corequic): inspect, check and
+## embed-manifest, which writes each plugin's manifest into its
+## core-quic:manifest section (spec CQ-LOAD-22).
+COREQUIC := $(TARGET_DIR)/debug/corequic
+# Plugins whose manifest cannot be read: it never returns, or the plugin
+# targets another ABI version (the kit's refusal cases).
+NO_EMBED := test-endless-manifest test-abi-mismatch
+corequic-tool: setup patches
+	$(CARGO) build -q -p corequic-cli
+
 ## c-plugins: the C plugins, against the C bindings generated from wit/.
-c-plugins: setup patches
+c-plugins: setup patches corequic-tool
 	@$(CARGO) run -q -p xtask -- c-bindings wit $(C_BINDINGS)
 	@mkdir -p $(TARGET_DIR)/c-plugins $(PLUGIN_OUT)
 	@for p in $(C_PLUGINS); do \
 	  $(CLANG) $(C_FLAGS) $(C_LINK_FLAGS) plugins/$$p/*.c $(C_BINDINGS)/plugin.c \
 	    $(C_BINDINGS)/plugin_component_type.o -o $(TARGET_DIR)/c-plugins/$$p.wasm || exit 1; \
 	  $(CARGO) run -q -p xtask -- componentize $(TARGET_DIR)/c-plugins/$$p.wasm $(PLUGIN_OUT)/$$p.wasm || exit 1; \
+	  $(COREQUIC) embed-manifest $(PLUGIN_OUT)/$$p.wasm $(PLUGIN_OUT)/$$p.wasm || exit 1; \
 	done
 
 ## docs: the book (mdBook, pinned in tools/book) in $(BOOK_OUT)/html: the
@@ -154,8 +169,9 @@ check-wit-doc: setup patches
 	$(CARGO) run -q -p xtask -- wit-doc --check wit docs/wit-reference.md
 
 ## check-registry: the codepoint registry (spec/registry.toml) agrees with
-## the constants of the plugins, the runtime and the runner; wit/ equals the
-## frozen copy (releases/) of the version it declares.
+## the constants of the plugins, the runtime and the runner; the semver gate:
+## wit/ equals the frozen copy (releases/) of the version it declares, or is
+## a change of the newest release that its new version allows (CQ-VER-3).
 check-registry: setup patches
 	$(CARGO) run -q -p xtask -- registry --check spec/registry.toml
 	$(CARGO) run -q -p xtask -- releases --check wit releases
@@ -174,6 +190,7 @@ lint: setup patches
 test: plugins patch-check check-wit-doc check-registry fmt-check lint test-upstream
 	$(CARGO) test $(HOST_PACKAGES)
 	$(MAKE) --no-print-directory interop-test
+	$(MAKE) --no-print-directory plugin-check
 	$(MAKE) --no-print-directory conformance
 	$(MAKE) --no-print-directory chaos SEEDS=$(TEST_CHAOS_SEEDS) ALSO_SEEDS=$(CHAOS_REGRESSION_SEEDS)
 	$(MAKE) --no-print-directory docs-check
@@ -211,6 +228,15 @@ CHROMIUM ?= chromium
 ## interop-build: plugins, every endpoint binary and the runner (debug).
 interop-build: plugins
 	$(CARGO) build --bins $(foreach p,$(ENDPOINT_PACKAGES),-p $(p)) -p corequic-interop -p corequic-conformance
+
+## plugin-check: `corequic check` says that every host of the matrix would
+## load every reference plugin (through each endpoint's --capabilities).
+plugin-check: interop-build
+	@for h in $$(sed -n 's/^name *= *"\(.*\)"/\1/p' $(INTEROP_HOSTS_FILE)); do \
+	  for p in $(PLUGINS) $(C_PLUGINS); do \
+	    $(COREQUIC) check $(PLUGIN_OUT)/$$p.wasm --host $$h --bin-dir $(TARGET_DIR)/debug --hosts-file $(INTEROP_HOSTS_FILE) || exit 1; \
+	  done; \
+	done
 
 ## interop: the default matrix (every pair of hosts x every test case).
 interop: interop-build

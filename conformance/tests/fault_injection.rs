@@ -166,3 +166,11 @@ fn fields_a_host_that_ignores_flow_limit_writes_fails() {
         "ignore-flow-limit-writes",
     );
 }
+
+#[test]
+fn loading_a_host_that_trusts_a_lying_embedded_manifest_fails() {
+    catches(
+        "loading.an-embedded-manifest-that-lies-is-refused",
+        "trust-lying-embedded-manifest",
+    );
+}

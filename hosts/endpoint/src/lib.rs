@@ -489,7 +489,8 @@ pub fn capabilities_requested() -> bool {
 
 /// The host's capabilities as the JSON object `--capabilities` prints: the
 /// ABI version and the WIT names of the fields it can read and write and of
-/// the routines it calls (CQ-LOAD-6).
+/// the routines it calls (CQ-LOAD-6), and the transport parameters the
+/// stack sends itself (CQ-API-8).
 pub fn capabilities_json(caps: &corequic_runtime::HostCapabilities) -> String {
     use corequic_runtime::abi::FieldId;
     let names = |set: corequic_runtime::FieldSet| -> Vec<&'static str> {
@@ -505,6 +506,7 @@ pub fn capabilities_json(caps: &corequic_runtime::HostCapabilities) -> String {
         "readable": names(caps.readable),
         "writable": names(caps.writable),
         "routines": routines,
+        "stack_transport_parameters": caps.stack_transport_parameters,
     })
     .to_string()
 }

@@ -63,11 +63,14 @@ pub enum InjectedFault {
     /// Accept writes of `max-tx-data` and `max-rx-data` without applying
     /// them (CQ-FIELD-9).
     IgnoreFlowLimitWrites,
+    /// Load a plugin whose embedded manifest differs from the one its
+    /// `manifest` export returns (CQ-LOAD-23).
+    TrustLyingEmbeddedManifest,
 }
 
 impl InjectedFault {
     /// Every switch, in declaration order.
-    pub const ALL: [InjectedFault; 10] = [
+    pub const ALL: [InjectedFault; 11] = [
         InjectedFault::AcceptForeignAbi,
         InjectedFault::UncountedDenials,
         InjectedFault::KeepHaltAfterRemoval,
@@ -78,6 +81,7 @@ impl InjectedFault {
         InjectedFault::RefusePing,
         InjectedFault::PathChallengeAsPing,
         InjectedFault::IgnoreFlowLimitWrites,
+        InjectedFault::TrustLyingEmbeddedManifest,
     ];
 
     /// Its command-line name.
@@ -93,6 +97,7 @@ impl InjectedFault {
             InjectedFault::RefusePing => "refuse-ping",
             InjectedFault::PathChallengeAsPing => "path-challenge-as-ping",
             InjectedFault::IgnoreFlowLimitWrites => "ignore-flow-limit-writes",
+            InjectedFault::TrustLyingEmbeddedManifest => "trust-lying-embedded-manifest",
         }
     }
 

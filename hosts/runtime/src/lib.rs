@@ -27,6 +27,7 @@ pub mod abi;
 mod cache;
 pub mod config;
 mod deadline;
+pub mod embedded;
 mod error;
 mod frames;
 mod host;

@@ -165,6 +165,37 @@ impl HostCapabilities {
     }
 }
 
+/// A plugin that carries its manifest in a custom section (CQ-LOAD-23) must
+/// carry the one its `manifest` export returns: tools read the section
+/// without running the plugin, and must not be told something else.
+fn check_embedded_manifest(
+    bytes: &[u8],
+    manifest: &PluginManifest,
+    origin: &str,
+) -> Result<(), LoadError> {
+    let invalid = |reason: String| LoadError::InvalidManifest {
+        plugin: origin.into(),
+        reason,
+    };
+    let section = crate::embedded::find(bytes).map_err(invalid)?;
+    let Some(section) = section else {
+        return Ok(());
+    };
+    let embedded = crate::embedded::decode(section).map_err(|e| {
+        invalid(format!(
+            "its {} section does not decode: {e}",
+            crate::embedded::SECTION
+        ))
+    })?;
+    if embedded != *manifest {
+        return Err(invalid(format!(
+            "its {} section differs from what its manifest export returns",
+            crate::embedded::SECTION
+        )));
+    }
+    Ok(())
+}
+
 /// A compiled component, with its manifest when the cache had it.
 struct Compiled {
     component: Component,
@@ -315,9 +346,56 @@ impl Runtime {
         };
         let compiled = self.compile(bytes).map_err(compile_err)?;
         let component = compiled.component;
+        let pre = self.link(origin, &component)?;
+        let manifest = match compiled.manifest {
+            Some(manifest) => manifest,
+            None => self.run_manifest(&pre, origin)?,
+        };
+        // Checked on every load, cached manifest or not: the cache may have
+        // been written by a process that did not check.
+        if !self
+            .config
+            .injected_faults
+            .has(InjectedFault::TrustLyingEmbeddedManifest)
+        {
+            check_embedded_manifest(bytes, &manifest, origin)?;
+        }
+        if let Some(entry) = compiled.uncached {
+            entry.store(&component, &manifest);
+        }
+        let info = self.validate(manifest, grants)?;
+        Ok(Arc::new(Plugin {
+            info: Arc::new(info),
+            pre,
+        }))
+    }
+
+    /// What a plugin's `manifest` export returns, not validated: for tools
+    /// that write it into the plugin's custom section (CQ-LOAD-22,
+    /// `corequic embed-manifest`). The plugin is compiled, linked and asked
+    /// as `load_bytes` would; the cache is not used.
+    pub fn read_manifest(&self, origin: &str, bytes: &[u8]) -> Result<PluginManifest, LoadError> {
+        let component = Component::new(&self.engine, bytes).map_err(|e| LoadError::Compile {
+            plugin: origin.into(),
+            message: e.to_string(),
+        })?;
+        let pre = self.link(origin, &component)?;
+        self.run_manifest(&pre, origin)
+    }
+
+    /// Link a compiled component against the host interface.
+    fn link(
+        &self,
+        origin: &str,
+        component: &Component,
+    ) -> Result<BindingsPre<PluginState>, LoadError> {
+        let compile_err = |e: wasmtime::Error| LoadError::Compile {
+            plugin: origin.into(),
+            message: e.to_string(),
+        };
         // A component built against another package version fails to link;
         // say so the way CQ-VER-7 asks instead of with the linker's error.
-        if let Some(version) = self.foreign_abi_version(&component) {
+        if let Some(version) = self.foreign_abi_version(component) {
             return Err(LoadError::AbiVersion {
                 plugin: origin.into(),
                 plugin_abi: version,
@@ -326,24 +404,9 @@ impl Runtime {
         }
         let instance_pre = self
             .linker
-            .instantiate_pre(&component)
+            .instantiate_pre(component)
             .map_err(compile_err)?;
-        let pre = BindingsPre::new(instance_pre).map_err(compile_err)?;
-        let manifest = match compiled.manifest {
-            Some(manifest) => manifest,
-            None => {
-                let manifest = self.run_manifest(&pre, origin)?;
-                if let Some(entry) = compiled.uncached {
-                    entry.store(&component, &manifest);
-                }
-                manifest
-            }
-        };
-        let info = self.validate(manifest, grants)?;
-        Ok(Arc::new(Plugin {
-            info: Arc::new(info),
-            pre,
-        }))
+        BindingsPre::new(instance_pre).map_err(compile_err)
     }
 
     /// The `core-quic:plugin` package version a component imports or

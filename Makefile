@@ -133,9 +133,11 @@ plugins: setup patches corequic-tool
 ## embed-manifest, which writes each plugin's manifest into its
 ## core-quic:manifest section (spec CQ-LOAD-22).
 COREQUIC := $(TARGET_DIR)/debug/corequic
-# Plugins whose manifest cannot be read: it never returns, or the plugin
-# targets another ABI version (the kit's refusal cases).
-NO_EMBED := test-endless-manifest test-abi-mismatch
+# Plugins that carry no embedded manifest: one whose manifest never
+# returns, one that targets another ABI version (the kit's refusal cases),
+# and the chaos plugin, whose manifest depends on the seed the chaos
+# harness writes into each copy.
+NO_EMBED := test-endless-manifest test-abi-mismatch test-chaos
 corequic-tool: setup patches
 	$(CARGO) build -q -p corequic-cli
 

@@ -11,7 +11,7 @@ use corequic_runtime::abi::{
     SendPosition,
 };
 use corequic_runtime::{
-    Grants, HostCapabilities, HostConnection, Runtime, RuntimeConfig, WrittenFrame,
+    Compiler, Grants, HostCapabilities, HostConnection, Runtime, RuntimeConfig, WrittenFrame,
 };
 use criterion::{Criterion, criterion_group, criterion_main};
 use std::hint::black_box;
@@ -221,6 +221,52 @@ fn benches(c: &mut Criterion) {
     });
     group.finish();
     let _ = std::fs::remove_dir_all(&cache);
+
+    // wasmtime's baseline compiler (RuntimeConfig::compiler): compiling,
+    // and the call paths above, for the choice between the two compilers.
+    let winch = Runtime::new(
+        RuntimeConfig {
+            compiler: Compiler::Winch,
+            ..RuntimeConfig::default()
+        },
+        HostCapabilities::full(),
+    )
+    .expect("runtime");
+    let mut group = c.benchmark_group("winch");
+    group.sample_size(10);
+    group.bench_function("compile", |b| {
+        b.iter(|| {
+            winch
+                .load_bytes("padding", black_box(&padding), &Grants::all())
+                .expect("load")
+        })
+    });
+    let winch_bench = winch
+        .load_bytes("test-bench", &plugin_bytes("test-bench"), &Grants::all())
+        .expect("load");
+    let mut winch_pair = MockPair::new(
+        &winch,
+        std::slice::from_ref(&winch_bench),
+        std::slice::from_ref(&winch_bench),
+        1200,
+        0,
+    )
+    .expect("pair");
+    winch_pair.handshake();
+    group.bench_function("run and return", |b| {
+        let ep = &mut winch_pair.client;
+        b.iter(|| {
+            ep.plugins
+                .plugin_control(&mut ep.conn, 0, &[])
+                .expect("call")
+        })
+    });
+    group.bench_function("max-data send and receive", |b| {
+        let mut packet = Vec::with_capacity(1200);
+        let mut written = Vec::new();
+        b.iter(|| send_and_receive(&mut winch_pair, &mut packet, &mut written))
+    });
+    group.finish();
 
     // Per connection: instantiation alone, and with every plugin's `init`.
     let mut group = c.benchmark_group("instantiate 4 reference plugins");

@@ -28,10 +28,24 @@ pub struct RuntimeConfig {
     /// writable by the embedder only: an entry runs as native code, and its
     /// files are mapped, so they must not be modified in place.
     pub cache_dir: Option<PathBuf>,
+    /// The compiler that turns plugins into native code.
+    pub compiler: Compiler,
     /// Deliberate deviations from the specification, for testing only: the
     /// conformance kit's own tests use them to show that its cases fail
     /// against a host that is wrong in each way. Empty by default.
     pub injected_faults: InjectedFaults,
+}
+
+/// wasmtime's compilers ([`RuntimeConfig::compiler`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Compiler {
+    /// The optimizing compiler (the default): slower to compile, and the
+    /// compiled code is cached ([`RuntimeConfig::cache_dir`]).
+    #[default]
+    Cranelift,
+    /// The baseline compiler: compiles about three times faster, for a
+    /// process that loads plugins without a cache (docs/measurements.md).
+    Winch,
 }
 
 /// One deliberate deviation from the specification (test-only; see
@@ -133,6 +147,7 @@ impl Default for RuntimeConfig {
             pooling: true,
             pool_instances: 256,
             cache_dir: None,
+            compiler: Compiler::Cranelift,
             injected_faults: InjectedFaults::default(),
         }
     }

@@ -36,7 +36,7 @@ mod runtime;
 mod set;
 mod state;
 
-pub use config::{InjectedFault, InjectedFaults, RuntimeConfig};
+pub use config::{Compiler, InjectedFault, InjectedFaults, RuntimeConfig};
 pub use error::{CloseRequest, Fault, FaultKind, LoadError, RoutineError};
 pub use host::{HostConnection, LogRecord};
 pub use runtime::{FieldSet, Grants, HostCapabilities, Plugin, Runtime};

@@ -266,6 +266,10 @@ impl Runtime {
         wasm.epoch_interruption(true);
         wasm.wasm_component_model(true);
         wasm.max_wasm_stack(256 << 10);
+        wasm.strategy(match config.compiler {
+            crate::config::Compiler::Cranelift => wasmtime::Strategy::Cranelift,
+            crate::config::Compiler::Winch => wasmtime::Strategy::Winch,
+        });
         if config.pooling {
             let mut pool = wasmtime::PoolingAllocationConfig::default();
             let n = config.pool_instances;

@@ -113,6 +113,40 @@ fn an_endless_manifest_is_refused_naming_the_cpu_deadline() {
     );
 }
 
+/// The same bound holds for code that wasmtime's baseline compiler made
+/// (`RuntimeConfig::compiler`), and a plugin it compiled runs.
+#[test]
+fn winch_compiled_plugins_run_and_keep_the_cpu_deadline() {
+    use corequic_runtime::{Compiler, HostCapabilities, RuntimeConfig};
+    let winch = Runtime::new(
+        RuntimeConfig {
+            compiler: Compiler::Winch,
+            pooling: false,
+            ..RuntimeConfig::default()
+        },
+        HostCapabilities::full(),
+    )
+    .expect("runtime");
+    let err = winch
+        .load_file(&plugin_path("test-endless-manifest"), &Grants::all())
+        .expect_err("refused");
+    assert!(
+        err.to_string()
+            .contains("exceeded its CPU deadline in manifest"),
+        "{err}"
+    );
+    let probe = winch
+        .load_file(&plugin_path("probe"), &Grants::all())
+        .expect("probe loads");
+    assert_eq!(probe.name(), "probe");
+    let mut set = winch.connection(&[probe]).expect("attach");
+    let mut conn = corequic_mock::MockPair::new(&winch, &[], &[], 1200, 0)
+        .expect("pair")
+        .client
+        .conn;
+    assert!(set.init(&mut conn).is_empty(), "init succeeds");
+}
+
 /// CQ-VER-2, CQ-VER-5.
 #[test]
 fn the_runtime_implements_the_wit_package_version() {

@@ -8,8 +8,9 @@
 //!   wasmtime maps from the file instead of copying it into fresh memory
 //!   (a third of a warm load's time was that copy and its page faults);
 //! - `KEY.meta`: a magic, the artifact's length and CRC-32, and the
-//!   plugin's manifest as its `manifest` export returned it, with its own
-//!   CRC-32, so that a warm load needs no throwaway instance to learn it.
+//!   plugin's manifest as its `manifest` export returned it, in the text
+//!   form of the `core-quic:manifest` section ([`crate::embedded`]) with its
+//!   own CRC-32, so that a warm load needs no throwaway instance to learn it.
 //!   The manifest is validated against the grants on every load, like a
 //!   fresh one; it may be cached because a plugin's `manifest` has no
 //!   inputs (host calls are denied there), so the component's bytes decide
@@ -33,15 +34,16 @@
 //! components: SHA-256 of the artifacts was a fifth of the time of loading
 //! four plugins.
 
-use crate::abi::{Anchor, Binding, FieldId, Permission, PluginManifest, Routine};
+use crate::abi::PluginManifest;
+use crate::embedded;
 use sha2::{Digest, Sha256};
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
-/// The first bytes of every meta file (format version 3).
-const MAGIC: &[u8; 8] = b"cqcache3";
+/// The first bytes of every meta file (format version 4: the manifest as text).
+const MAGIC: &[u8; 8] = b"cqcache4";
 
 /// A [`Hasher`] that feeds SHA-256, to take wasmtime's compatibility hash
 /// (which is only `impl Hash`) into the key.
@@ -166,7 +168,9 @@ struct Meta {
 
 impl Meta {
     fn encode(artifact: &[u8], manifest: &PluginManifest) -> Vec<u8> {
-        let manifest = encode_manifest(manifest);
+        // A manifest the text form cannot carry (a name with a line break,
+        // say) is not kept: the plugin is asked on every load.
+        let manifest = embedded::encode(manifest).unwrap_or_default().into_bytes();
         let mut out = Vec::with_capacity(MAGIC.len() + 16 + manifest.len());
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&(artifact.len() as u64).to_le_bytes());
@@ -186,7 +190,7 @@ impl Meta {
         let manifest_len = r.u32()? as usize;
         let manifest_crc = r.u32()?;
         let manifest = (r.0.len() == manifest_len && crc32fast::hash(r.0) == manifest_crc)
-            .then(|| decode_manifest(r.0))
+            .then(|| embedded::decode(r.0).ok())
             .flatten();
         Some(Meta {
             artifact_len,
@@ -194,67 +198,6 @@ impl Meta {
             manifest,
         })
     }
-}
-
-/// Little-endian, length-prefixed; enum cases as their index in WIT order.
-fn encode_manifest(m: &PluginManifest) -> Vec<u8> {
-    fn string(out: &mut Vec<u8>, s: &str) {
-        out.extend_from_slice(&(s.len() as u32).to_le_bytes());
-        out.extend_from_slice(s.as_bytes());
-    }
-    fn indices<T: PartialEq + Copy>(out: &mut Vec<u8>, items: &[T], all: &[T]) {
-        out.extend_from_slice(&(items.len() as u32).to_le_bytes());
-        out.extend(items.iter().map(|i| index(all, *i)));
-    }
-    fn index<T: PartialEq>(all: &[T], item: T) -> u8 {
-        // Every case is in its ALL table (abi.rs); u8::MAX would not decode.
-        all.iter()
-            .position(|x| *x == item)
-            .map_or(u8::MAX, |i| i as u8)
-    }
-    let mut out = Vec::new();
-    string(&mut out, &m.name);
-    string(&mut out, &m.version);
-    string(&mut out, &m.abi_version);
-    out.extend_from_slice(&(m.bindings.len() as u32).to_le_bytes());
-    for b in &m.bindings {
-        out.push(index(&Routine::ALL, b.routine));
-        out.push(index(&Anchor::ALL, b.anchor));
-        out.extend_from_slice(&b.param.to_le_bytes());
-    }
-    indices(&mut out, &m.reads, &FieldId::ALL);
-    indices(&mut out, &m.writes, &FieldId::ALL);
-    indices(&mut out, &m.permissions, &Permission::ALL);
-    out
-}
-
-/// The manifest [`encode_manifest`] wrote, if `bytes` are exactly that.
-fn decode_manifest(bytes: &[u8]) -> Option<PluginManifest> {
-    let mut r = Reader(bytes);
-    let name = r.string()?;
-    let version = r.string()?;
-    let abi_version = r.string()?;
-    let bindings = (0..r.count()?)
-        .map(|_| {
-            Some(Binding {
-                routine: r.case(&Routine::ALL)?,
-                anchor: r.case(&Anchor::ALL)?,
-                param: r.u64()?,
-            })
-        })
-        .collect::<Option<Vec<_>>>()?;
-    let reads = r.cases(&FieldId::ALL)?;
-    let writes = r.cases(&FieldId::ALL)?;
-    let permissions = r.cases(&Permission::ALL)?;
-    r.0.is_empty().then_some(PluginManifest {
-        name,
-        version,
-        abi_version,
-        bindings,
-        reads,
-        writes,
-        permissions,
-    })
 }
 
 /// Reads from the front of a byte slice; every read fails past its end.
@@ -274,30 +217,12 @@ impl Reader<'_> {
     fn u64(&mut self) -> Option<u64> {
         Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
     }
-
-    /// A list's length, bounded by the bytes left (each item takes one at least).
-    fn count(&mut self) -> Option<usize> {
-        let n = self.u32()? as usize;
-        (n <= self.0.len()).then_some(n)
-    }
-
-    fn string(&mut self) -> Option<String> {
-        let n = self.u32()? as usize;
-        String::from_utf8(self.take(n)?.to_vec()).ok()
-    }
-
-    fn case<T: Copy>(&mut self, all: &[T]) -> Option<T> {
-        all.get(usize::from(*self.take(1)?.first()?)).copied()
-    }
-
-    fn cases<T: Copy>(&mut self, all: &[T]) -> Option<Vec<T>> {
-        (0..self.count()?).map(|_| self.case(all)).collect()
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::abi::{Anchor, Binding, FieldId, Permission, Routine};
 
     fn manifest() -> PluginManifest {
         PluginManifest {
@@ -322,10 +247,24 @@ mod tests {
         }
     }
 
+    /// A meta file for `artifact` whose manifest part is `manifest` as given,
+    /// with a matching length and CRC-32.
+    fn meta_with(artifact: &[u8], manifest: &[u8]) -> Vec<u8> {
+        let mut out = MAGIC.to_vec();
+        out.extend_from_slice(&(artifact.len() as u64).to_le_bytes());
+        out.extend_from_slice(&crc32fast::hash(artifact).to_le_bytes());
+        out.extend_from_slice(&(manifest.len() as u32).to_le_bytes());
+        out.extend_from_slice(&crc32fast::hash(manifest).to_le_bytes());
+        out.extend_from_slice(manifest);
+        out
+    }
+
     #[test]
     fn a_manifest_survives_its_encoding() {
         let m = manifest();
-        assert_eq!(decode_manifest(&encode_manifest(&m)), Some(m));
+        let kept =
+            |m: &PluginManifest| Meta::parse(&Meta::encode(b"a", m)).and_then(|p| p.manifest);
+        assert_eq!(kept(&m), Some(m));
         let empty = PluginManifest {
             name: String::new(),
             version: String::new(),
@@ -335,27 +274,31 @@ mod tests {
             writes: vec![],
             permissions: vec![],
         };
-        assert_eq!(decode_manifest(&encode_manifest(&empty)), Some(empty));
+        assert_eq!(kept(&empty), Some(empty));
     }
 
     #[test]
     fn a_damaged_manifest_does_not_decode() {
-        let bytes = encode_manifest(&manifest());
-        for cut in 0..bytes.len() {
-            assert_eq!(decode_manifest(&bytes[..cut]), None, "cut at {cut}");
+        let text = embedded::encode(&manifest()).expect("text").into_bytes();
+        let header = meta_with(b"a", &text).len() - text.len();
+        let meta = Meta::encode(b"a", &manifest());
+        for cut in header..meta.len() {
+            let parsed = Meta::parse(&meta[..cut]).map(|p| p.manifest);
+            assert_eq!(parsed, Some(None), "cut at {cut}");
         }
-        let mut longer = bytes.clone();
+        let mut longer = meta.clone();
         longer.push(0);
-        assert_eq!(decode_manifest(&longer), None);
-        // A routine index past the last case.
-        let mut bad_case = bytes.clone();
-        let first_binding = 3 * 4 + "probe".len() + 2 * "0.1.0".len() + 4;
-        bad_case[first_binding] = Routine::ALL.len() as u8;
-        assert_eq!(decode_manifest(&bad_case), None);
-        // A list that claims more items than there are bytes.
-        let mut huge = bytes;
-        huge[first_binding - 4..first_binding].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert_eq!(decode_manifest(&huge), None);
+        assert_eq!(Meta::parse(&longer).map(|p| p.manifest), Some(None));
+        // A routine that does not exist, under a matching checksum.
+        let bad_case = String::from_utf8(text.clone())
+            .expect("utf-8")
+            .replace("plugin-control", "plugin-teleport");
+        let parsed = Meta::parse(&meta_with(b"a", bad_case.as_bytes())).expect("meta");
+        assert_eq!(parsed.manifest, None);
+        // A manifest length that claims more bytes than the file has.
+        let mut huge = meta;
+        huge[MAGIC.len() + 12..MAGIC.len() + 16].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(Meta::parse(&huge).map(|p| p.manifest), Some(None));
     }
 
     #[test]

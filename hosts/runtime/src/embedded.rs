@@ -30,8 +30,8 @@ pub const SECTION: &str = "core-quic:manifest";
 const HEADER: &str = "core-quic:manifest 1";
 
 /// The section's text for `manifest`; an error if a name, version or ABI
-/// version contains a line break or other control character, or is empty
-/// or padded with white space (the format could not carry it).
+/// version contains a line break or other control character, or is padded
+/// with white space (the format could not carry it).
 pub fn encode(manifest: &PluginManifest) -> Result<String, String> {
     let mut out = String::new();
     out.push_str(HEADER);
@@ -41,7 +41,7 @@ pub fn encode(manifest: &PluginManifest) -> Result<String, String> {
         ("version", &manifest.version),
         ("abi-version", &manifest.abi_version),
     ] {
-        if value.is_empty() || value.trim() != value || value.chars().any(char::is_control) {
+        if value.trim() != value || value.chars().any(char::is_control) {
             return Err(format!("the manifest's {key} {value:?} cannot be embedded"));
         }
         out.push_str(&format!("{key} {value}\n"));

@@ -218,7 +218,7 @@ fn precompiled_artifacts_are_cached_on_disk_and_rebuilt_when_bad() {
 
     // A meta file that is garbage, or whose manifest is damaged, is
     // replaced too; the plugin is asked for its manifest again.
-    std::fs::write(&meta, b"cqcache3 but nothing else").expect("corrupt");
+    std::fs::write(&meta, b"cqcache4 but nothing else").expect("corrupt");
     let probe = load();
     assert_eq!(probe.name(), "probe");
     let mut damaged = std::fs::read(&meta).expect("meta");

@@ -377,26 +377,13 @@ fn endpoint_binary(hosts_file: &Path, host: &str) -> Result<String> {
     let Ok(text) = std::fs::read_to_string(hosts_file) else {
         return Ok(format!("{host}-endpoint"));
     };
-    // Entries are `name = "…"` followed by `binary = "…"` (hosts.toml).
-    let value = |line: &str, key: &str| -> Option<String> {
-        let rest = line
-            .trim()
-            .strip_prefix(key)?
-            .trim_start()
-            .strip_prefix('=')?;
-        Some(rest.trim().trim_matches('"').to_string())
-    };
-    let mut current = None;
-    for line in text.lines() {
-        if let Some(name) = value(line, "name") {
-            current = Some(name);
-        } else if let Some(binary) = value(line, "binary")
-            && current.as_deref() == Some(host)
-        {
-            return Ok(binary);
-        }
-    }
-    bail!("{} lists no host {host}", hosts_file.display())
+    corequic_interop::hosts::parse_hosts(&text)
+        .map_err(anyhow::Error::msg)
+        .with_context(|| format!("{}", hosts_file.display()))?
+        .into_iter()
+        .find(|h| h.name == host)
+        .map(|h| h.binary)
+        .with_context(|| format!("{} lists no host {host}", hosts_file.display()))
 }
 
 fn check(args: &[String]) -> Result<bool> {

@@ -1,34 +1,802 @@
-//! The ABI types, generated from `wit/` by wasmtime's `bindgen!`, and small
-//! helpers over them.
+//! The host's model of the ABI: hand-written Rust types for the values hosts
+//! and plugins exchange, and small helpers over them.
 //!
 //! Hosts convert their own representations to and from these types; they are
-//! the single Rust rendering of the WIT package.
+//! the runtime's single, version-independent rendering of the WIT package.
+//! The bindings of each WIT version a plugin may target (`crate::guest`)
+//! convert to and from them at the component boundary, so a host built on
+//! this module runs plugins of every version the runtime supports.
+//!
+//! The names, variants and fields are those of `core-quic:plugin@0.1.0`
+//! (`releases/0.1.0/wit/types.wit`), and `Debug` prints values the way the
+//! component bindings print them (`Frame::Ping`, WIT field names).
 
-#[allow(missing_docs, clippy::all)]
-mod generated {
-    wasmtime::component::bindgen!({
-        path: "../../wit",
-        world: "plugin",
-        additional_derives: [PartialEq],
-        with: {
-            "core-quic:plugin/host.out-buf": crate::state::OutBufRep,
-            "core-quic:plugin/host.in-buf": crate::state::InBufRep,
-        },
-    });
+use std::fmt;
+
+/// `Debug` for a record, as the component bindings print it: the type's
+/// name and its WIT field names.
+macro_rules! record_debug {
+    ($ty:ident { $($wit:literal => $field:ident),* $(,)? }) => {
+        impl fmt::Debug for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_struct(stringify!($ty))
+                    $(.field($wit, &self.$field))*
+                    .finish()
+            }
+        }
+    };
 }
 
-pub(crate) use generated::Plugin as Bindings;
-pub(crate) use generated::PluginPre as BindingsPre;
-pub(crate) use generated::core_quic::plugin::host as host_api;
-pub(crate) use generated::core_quic::plugin::types as generated_types_host;
+/// `Debug` for an enum or a variant, as the component bindings print it:
+/// `Type::Case`, with the payload if any.
+macro_rules! cases_debug {
+    ($ty:ident { $($case:ident $(($payload:ident))?),* $(,)? }) => {
+        impl fmt::Debug for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                match self {
+                    $($ty::$case $(($payload))? => {
+                        #[allow(unused_mut)]
+                        let mut t = f.debug_tuple(concat!(stringify!($ty), "::", stringify!($case)));
+                        $(t.field($payload);)?
+                        t.finish()
+                    })*
+                }
+            }
+        }
+    };
+}
 
-pub use generated::core_quic::plugin::types::{
-    AckFrame, Anchor, Binding, ConnectionCloseFrame, CryptoFrame, EcnCounts, Error, ExtFrame,
-    FieldId, FieldRef, Frame, FrameOutcome, FrameRegistration, IpAddr, LogLevel,
-    MaxStreamDataFrame, NewConnectionIdFrame, PacketType, ParsedFrame, Permission, PluginManifest,
-    PluginVal, PnSpace, ResetStreamFrame, Routine, RxContext, SendContext, SendPosition,
-    SocketAddr, StopSendingFrame, StreamDataBlockedFrame, StreamFrame, StreamsFrame,
-};
+/// QUIC packet types (RFC 9000 section 17).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum PacketType {
+    /// Initial packet.
+    Initial,
+    /// 0-RTT packet.
+    ZeroRtt,
+    /// Handshake packet.
+    Handshake,
+    /// 1-RTT (short header) packet.
+    OneRtt,
+    /// Retry packet.
+    Retry,
+    /// Version Negotiation packet.
+    VersionNegotiation,
+}
+cases_debug!(PacketType {
+    Initial,
+    ZeroRtt,
+    Handshake,
+    OneRtt,
+    Retry,
+    VersionNegotiation
+});
+
+/// Packet-number spaces (RFC 9000 section 12.3).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum PnSpace {
+    /// The Initial space.
+    Initial,
+    /// The Handshake space.
+    Handshake,
+    /// The application data space (0-RTT and 1-RTT packets).
+    ApplicationData,
+}
+cases_debug!(PnSpace {
+    Initial,
+    Handshake,
+    ApplicationData
+});
+
+/// Where a plugin attaches to a protocol routine.
+///
+/// `define` replaces the routine (at most one plugin per routine and
+/// parameter); `before` and `after` observe it and may not mutate state.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Anchor {
+    /// Replaces the routine.
+    Define,
+    /// Observes the routine before it runs.
+    Before,
+    /// Observes the routine after it ran.
+    After,
+}
+cases_debug!(Anchor {
+    Define,
+    Before,
+    After
+});
+
+/// An IP address.
+#[derive(Clone, Copy, PartialEq)]
+pub enum IpAddr {
+    /// Four octets, network order.
+    V4((u8, u8, u8, u8)),
+    /// Eight 16-bit groups, network order.
+    V6((u16, u16, u16, u16, u16, u16, u16, u16)),
+}
+cases_debug!(IpAddr { V4(a), V6(a) });
+
+/// A UDP socket address.
+#[derive(Clone, Copy, PartialEq)]
+pub struct SocketAddr {
+    /// The IP address.
+    pub ip: IpAddr,
+    /// The UDP port.
+    pub port: u16,
+}
+record_debug!(SocketAddr { "ip" => ip, "port" => port });
+
+/// A frame defined by a plugin. The plugin keeps the frame's content in
+/// its own memory and refers to it by `tag`; the host carries the pair in
+/// its sent-packet bookkeeping so acknowledgements and losses come back
+/// per frame.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct ExtFrame {
+    /// The frame type (up to 2^62 - 1).
+    pub frame_type: u64,
+    /// The plugin's reference to the frame's content.
+    pub tag: u64,
+}
+record_debug!(ExtFrame { "frame-type" => frame_type, "tag" => tag });
+
+/// ECN counts of an ACK frame (type 0x03).
+#[derive(Clone, Copy, PartialEq)]
+pub struct EcnCounts {
+    /// ECT(0) count.
+    pub ect0: u64,
+    /// ECT(1) count.
+    pub ect1: u64,
+    /// ECN-CE count.
+    pub ce: u64,
+}
+record_debug!(EcnCounts { "ect0" => ect0, "ect1" => ect1, "ce" => ce });
+
+/// ACK / ACK_ECN (0x02 / 0x03). `ranges` lists acknowledged packet
+/// numbers as inclusive `(smallest, largest)` pairs, largest range first.
+#[derive(Clone, PartialEq)]
+pub struct AckFrame {
+    /// The largest packet number acknowledged.
+    pub largest_acknowledged: u64,
+    /// The decoded ACK delay in nanoseconds (already scaled by the peer's
+    /// ack_delay_exponent).
+    pub ack_delay: u64,
+    /// Acknowledged packet numbers as inclusive `(smallest, largest)`
+    /// pairs, largest range first.
+    pub ranges: Vec<(u64, u64)>,
+    /// The ECN counts (ACK_ECN only).
+    pub ecn: Option<EcnCounts>,
+}
+record_debug!(AckFrame {
+    "largest-acknowledged" => largest_acknowledged,
+    "ack-delay" => ack_delay,
+    "ranges" => ranges,
+    "ecn" => ecn,
+});
+
+/// RESET_STREAM (0x04).
+#[derive(Clone, Copy, PartialEq)]
+pub struct ResetStreamFrame {
+    /// The stream being reset.
+    pub stream_id: u64,
+    /// The application error code.
+    pub error_code: u64,
+    /// The final size of the stream.
+    pub final_size: u64,
+}
+record_debug!(ResetStreamFrame {
+    "stream-id" => stream_id,
+    "error-code" => error_code,
+    "final-size" => final_size,
+});
+
+/// STOP_SENDING (0x05).
+#[derive(Clone, Copy, PartialEq)]
+pub struct StopSendingFrame {
+    /// The stream being stopped.
+    pub stream_id: u64,
+    /// The application error code.
+    pub error_code: u64,
+}
+record_debug!(StopSendingFrame { "stream-id" => stream_id, "error-code" => error_code });
+
+/// CRYPTO (0x06). The data itself stays with the host.
+#[derive(Clone, Copy, PartialEq)]
+pub struct CryptoFrame {
+    /// The byte offset in the crypto stream.
+    pub offset: u64,
+    /// The number of bytes.
+    pub length: u64,
+}
+record_debug!(CryptoFrame { "offset" => offset, "length" => length });
+
+/// STREAM (0x08-0x0f). The data itself stays with the host.
+#[derive(Clone, Copy, PartialEq)]
+pub struct StreamFrame {
+    /// The stream.
+    pub stream_id: u64,
+    /// The byte offset in the stream.
+    pub offset: u64,
+    /// The number of bytes.
+    pub length: u64,
+    /// Whether the frame ends the stream.
+    pub fin: bool,
+}
+record_debug!(StreamFrame {
+    "stream-id" => stream_id,
+    "offset" => offset,
+    "length" => length,
+    "fin" => fin,
+});
+
+/// MAX_STREAM_DATA (0x11).
+#[derive(Clone, Copy, PartialEq)]
+pub struct MaxStreamDataFrame {
+    /// The stream.
+    pub stream_id: u64,
+    /// The maximum amount of data that can be sent on the stream.
+    pub maximum: u64,
+}
+record_debug!(MaxStreamDataFrame { "stream-id" => stream_id, "maximum" => maximum });
+
+/// MAX_STREAMS (0x12 / 0x13) and STREAMS_BLOCKED (0x16 / 0x17).
+#[derive(Clone, Copy, PartialEq)]
+pub struct StreamsFrame {
+    /// True for bidirectional streams (0x12, 0x16).
+    pub bidirectional: bool,
+    /// The cumulative stream count.
+    pub maximum: u64,
+}
+record_debug!(StreamsFrame { "bidirectional" => bidirectional, "maximum" => maximum });
+
+/// STREAM_DATA_BLOCKED (0x15).
+#[derive(Clone, Copy, PartialEq)]
+pub struct StreamDataBlockedFrame {
+    /// The blocked stream.
+    pub stream_id: u64,
+    /// The offset at which blocking occurred.
+    pub limit: u64,
+}
+record_debug!(StreamDataBlockedFrame { "stream-id" => stream_id, "limit" => limit });
+
+/// NEW_CONNECTION_ID (0x18).
+#[derive(Clone, PartialEq)]
+pub struct NewConnectionIdFrame {
+    /// The sequence number of the connection ID.
+    pub sequence: u64,
+    /// Connection IDs below this sequence number are to be retired.
+    pub retire_prior_to: u64,
+    /// The connection ID.
+    pub connection_id: Vec<u8>,
+    /// The 16-byte stateless reset token.
+    pub stateless_reset_token: Vec<u8>,
+}
+record_debug!(NewConnectionIdFrame {
+    "sequence" => sequence,
+    "retire-prior-to" => retire_prior_to,
+    "connection-id" => connection_id,
+    "stateless-reset-token" => stateless_reset_token,
+});
+
+/// CONNECTION_CLOSE (0x1c / 0x1d).
+#[derive(Clone, PartialEq)]
+pub struct ConnectionCloseFrame {
+    /// True for 0x1d (application error space).
+    pub application: bool,
+    /// The error code.
+    pub error_code: u64,
+    /// The frame type that triggered the error (0x1c only).
+    pub frame_type: Option<u64>,
+    /// The reason phrase.
+    pub reason: Vec<u8>,
+}
+record_debug!(ConnectionCloseFrame {
+    "application" => application,
+    "error-code" => error_code,
+    "frame-type" => frame_type,
+    "reason" => reason,
+});
+
+/// A QUIC frame as RFC 9000 defines it, plus frames defined by plugins.
+#[derive(Clone, PartialEq)]
+pub enum Frame {
+    /// PADDING (0x00); the payload is the number of consecutive padding bytes.
+    Padding(u64),
+    /// PING (0x01).
+    Ping,
+    /// ACK (0x02) and ACK_ECN (0x03).
+    Ack(AckFrame),
+    /// RESET_STREAM (0x04).
+    ResetStream(ResetStreamFrame),
+    /// STOP_SENDING (0x05).
+    StopSending(StopSendingFrame),
+    /// CRYPTO (0x06).
+    Crypto(CryptoFrame),
+    /// NEW_TOKEN (0x07).
+    NewToken(Vec<u8>),
+    /// STREAM (0x08-0x0f).
+    Stream(StreamFrame),
+    /// MAX_DATA (0x10).
+    MaxData(u64),
+    /// MAX_STREAM_DATA (0x11).
+    MaxStreamData(MaxStreamDataFrame),
+    /// MAX_STREAMS (0x12, 0x13).
+    MaxStreams(StreamsFrame),
+    /// DATA_BLOCKED (0x14).
+    DataBlocked(u64),
+    /// STREAM_DATA_BLOCKED (0x15).
+    StreamDataBlocked(StreamDataBlockedFrame),
+    /// STREAMS_BLOCKED (0x16, 0x17).
+    StreamsBlocked(StreamsFrame),
+    /// NEW_CONNECTION_ID (0x18).
+    NewConnectionId(NewConnectionIdFrame),
+    /// RETIRE_CONNECTION_ID (0x19).
+    RetireConnectionId(u64),
+    /// PATH_CHALLENGE (0x1a); the 8 data bytes as a big-endian integer.
+    PathChallenge(u64),
+    /// PATH_RESPONSE (0x1b); the 8 data bytes as a big-endian integer.
+    PathResponse(u64),
+    /// CONNECTION_CLOSE (0x1c, 0x1d).
+    ConnectionClose(ConnectionCloseFrame),
+    /// HANDSHAKE_DONE (0x1e).
+    HandshakeDone,
+    /// DATAGRAM (0x30, 0x31, RFC 9221); the payload length.
+    Datagram(u64),
+    /// A frame type defined by a plugin.
+    Extension(ExtFrame),
+}
+cases_debug!(Frame {
+    Padding(x),
+    Ping,
+    Ack(x),
+    ResetStream(x),
+    StopSending(x),
+    Crypto(x),
+    NewToken(x),
+    Stream(x),
+    MaxData(x),
+    MaxStreamData(x),
+    MaxStreams(x),
+    DataBlocked(x),
+    StreamDataBlocked(x),
+    StreamsBlocked(x),
+    NewConnectionId(x),
+    RetireConnectionId(x),
+    PathChallenge(x),
+    PathResponse(x),
+    ConnectionClose(x),
+    HandshakeDone,
+    Datagram(x),
+    Extension(x),
+});
+
+/// A dynamically typed value: field contents and plugin-control arguments
+/// and results.
+#[derive(Clone, PartialEq)]
+pub enum PluginVal {
+    /// No value (e.g. `largest-acked` before any acknowledgement).
+    None,
+    /// A boolean.
+    Bool(bool),
+    /// An unsigned 32-bit integer.
+    U32(u32),
+    /// An unsigned 64-bit integer.
+    U64(u64),
+    /// A signed 64-bit integer.
+    S64(i64),
+    /// A 64-bit float.
+    F64(f64),
+    /// Bytes.
+    Bytes(Vec<u8>),
+    /// A string.
+    String(String),
+    /// A span of time in nanoseconds.
+    Duration(u64),
+    /// A point in time: nanoseconds since the connection's epoch.
+    Instant(u64),
+    /// A UDP socket address.
+    SocketAddr(SocketAddr),
+    /// A frame.
+    Frame(Frame),
+    /// A packet type.
+    PacketType(PacketType),
+    /// A packet-number space.
+    PnSpace(PnSpace),
+}
+cases_debug!(PluginVal {
+    None,
+    Bool(x),
+    U32(x),
+    U64(x),
+    S64(x),
+    F64(x),
+    Bytes(x),
+    String(x),
+    Duration(x),
+    Instant(x),
+    SocketAddr(x),
+    Frame(x),
+    PacketType(x),
+    PnSpace(x),
+});
+
+/// What went wrong. Every host call and every routine reports failure
+/// with this type.
+#[derive(Clone, PartialEq)]
+pub enum Error {
+    /// The plugin's permissions do not allow this call, or a mutating
+    /// call was made from a `before` or `after` anchor.
+    Denied(String),
+    /// The host does not implement this field, routine or call.
+    Unsupported(String),
+    /// An argument is malformed or out of range.
+    InvalidArgument(String),
+    /// A buffer holds fewer bytes than requested (read) or has less room
+    /// than needed (write); the payload is the number of bytes needed.
+    BufferTooShort(u64),
+    /// The named object (plugin-control id, timer, field value) does not exist.
+    NotFound(String),
+    /// The callee failed: a plugin trapped, ran out of time or memory, or
+    /// was removed from the connection.
+    Failed(String),
+    /// A plugin-defined error code.
+    Plugin(u64),
+}
+cases_debug!(Error {
+    Denied(x),
+    Unsupported(x),
+    InvalidArgument(x),
+    BufferTooShort(x),
+    NotFound(x),
+    Failed(x),
+    Plugin(x),
+});
+
+/// Printed as its `Debug` form (`Error::Denied("...")`), as the component
+/// bindings print it.
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{self:?}")
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// The connection fields a plugin may read or write (see the
+/// specification for each field's type, unit and access).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum FieldId {
+    /// bool, read-only: this endpoint is the server.
+    IsServer,
+    /// u32, read-only: the negotiated QUIC version.
+    Version,
+    /// bool, read-only: the handshake is complete.
+    IsEstablished,
+    /// u64 bytes, read-write: the connection-level send limit granted by the peer (MAX_DATA).
+    MaxTxData,
+    /// u64 bytes, read-only: stream bytes sent so far.
+    TxData,
+    /// u64 bytes, read-write: the connection-level receive limit granted to the peer.
+    MaxRxData,
+    /// u64 bytes, read-only: stream bytes received so far.
+    RxData,
+    /// u64 bytes, read-only: the largest UDP payload the path allows sending.
+    MaxSendUdpPayload,
+    /// socket-addr, read-only.
+    LocalAddress,
+    /// socket-addr, read-only.
+    PeerAddress,
+    /// duration, read-only: the negotiated idle timeout (0 = none).
+    IdleTimeout,
+    /// bool, read-write: while true the host sends no packets; see the
+    /// specification of the send loop.
+    SendingHalted,
+    /// u64, read-only: the next packet number to send.
+    NextPacketNumber,
+    /// u64 or none, read-only: the largest packet number acknowledged by the peer.
+    LargestAcked,
+    /// u64 or none, read-only: the largest packet number received.
+    LargestReceived,
+    /// duration, read-only.
+    LatestRtt,
+    /// duration, read-only.
+    SmoothedRtt,
+    /// duration, read-only.
+    MinRtt,
+    /// duration, read-only.
+    Rttvar,
+    /// duration, read-only: the peer's max_ack_delay.
+    MaxAckDelay,
+    /// u32, read-only.
+    PtoCount,
+    /// u64 bytes, read-only.
+    BytesInFlight,
+    /// u64 bytes, read-write.
+    CongestionWindow,
+    /// u64 bytes or none (infinite), read-write.
+    Ssthresh,
+    /// u64 bytes, read-only.
+    MaxDatagramSize,
+}
+cases_debug!(FieldId {
+    IsServer,
+    Version,
+    IsEstablished,
+    MaxTxData,
+    TxData,
+    MaxRxData,
+    RxData,
+    MaxSendUdpPayload,
+    LocalAddress,
+    PeerAddress,
+    IdleTimeout,
+    SendingHalted,
+    NextPacketNumber,
+    LargestAcked,
+    LargestReceived,
+    LatestRtt,
+    SmoothedRtt,
+    MinRtt,
+    Rttvar,
+    MaxAckDelay,
+    PtoCount,
+    BytesInFlight,
+    CongestionWindow,
+    Ssthresh,
+    MaxDatagramSize,
+});
+
+/// A reference to one field: `space` is required for per-space fields
+/// and must be absent otherwise.
+#[derive(Clone, Copy, PartialEq)]
+pub struct FieldRef {
+    /// The field.
+    pub id: FieldId,
+    /// The packet-number space, for per-space fields.
+    pub space: Option<PnSpace>,
+}
+record_debug!(FieldRef { "id" => id, "space" => space });
+
+/// The protocol routines a plugin may attach to.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Routine {
+    /// `write-transport-parameter`.
+    WriteTransportParameter,
+    /// `decode-transport-parameter`.
+    DecodeTransportParameter,
+    /// `should-send-frame`.
+    ShouldSendFrame,
+    /// `prepare-frame`.
+    PrepareFrame,
+    /// `frame-wire-len`.
+    FrameWireLen,
+    /// `write-frame`.
+    WriteFrame,
+    /// `on-frame-reserved`.
+    OnFrameReserved,
+    /// `notify-frame`.
+    NotifyFrame,
+    /// `parse-frame`.
+    ParseFrame,
+    /// `process-frame`.
+    ProcessFrame,
+    /// `log-frame`.
+    LogFrame,
+    /// `plugin-control`.
+    PluginControl,
+}
+cases_debug!(Routine {
+    WriteTransportParameter,
+    DecodeTransportParameter,
+    ShouldSendFrame,
+    PrepareFrame,
+    FrameWireLen,
+    WriteFrame,
+    OnFrameReserved,
+    NotifyFrame,
+    ParseFrame,
+    ProcessFrame,
+    LogFrame,
+    PluginControl,
+});
+
+/// Host API groups a plugin must be granted before it may call them.
+/// Field access is granted per field, separately.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Permission {
+    /// `set-timer`, `cancel-timer`.
+    Timers,
+    /// `random-bytes`.
+    Randomness,
+    /// `log`.
+    Logging,
+    /// `register-frame`, `register-transport-parameter`.
+    Registration,
+    /// `send-frame` (standard frames queued on request).
+    SendFrames,
+    /// `call-plugin-control` towards other plugins of the connection.
+    PluginControl,
+}
+cases_debug!(Permission {
+    Timers,
+    Randomness,
+    Logging,
+    Registration,
+    SendFrames,
+    PluginControl,
+});
+
+/// One attachment of a plugin to a routine.
+#[derive(Clone, Copy, PartialEq)]
+pub struct Binding {
+    /// The routine.
+    pub routine: Routine,
+    /// The anchor.
+    pub anchor: Anchor,
+    /// The routine's parameter: the frame type, transport parameter id
+    /// or control id. Required.
+    pub param: u64,
+}
+record_debug!(Binding { "routine" => routine, "anchor" => anchor, "param" => param });
+
+/// What a plugin declares about itself; the host validates it before the
+/// plugin runs on any connection.
+#[derive(Clone, PartialEq)]
+pub struct PluginManifest {
+    /// The plugin's name.
+    pub name: String,
+    /// The plugin's version.
+    pub version: String,
+    /// The ABI version the plugin was built against (its WIT package's version).
+    pub abi_version: String,
+    /// The routines the plugin attaches to.
+    pub bindings: Vec<Binding>,
+    /// The fields the plugin reads.
+    pub reads: Vec<FieldId>,
+    /// The fields the plugin writes.
+    pub writes: Vec<FieldId>,
+    /// The host API groups the plugin calls.
+    pub permissions: Vec<Permission>,
+}
+record_debug!(PluginManifest {
+    "name" => name,
+    "version" => version,
+    "abi-version" => abi_version,
+    "bindings" => bindings,
+    "reads" => reads,
+    "writes" => writes,
+    "permissions" => permissions,
+});
+
+/// Where in a packet the host offers a registered frame type
+/// (Algorithm 1 of the Core QUIC paper).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum SendPosition {
+    /// Before any other frame.
+    First,
+    /// Right after the ACK frame, if any.
+    AfterAck,
+    /// After all of the host's own frames, just before the packet is sealed.
+    End,
+}
+cases_debug!(SendPosition {
+    First,
+    AfterAck,
+    End
+});
+
+/// A frame type registration made by a plugin (from `init` or later).
+#[derive(Clone, Copy, PartialEq)]
+pub struct FrameRegistration {
+    /// The frame type.
+    pub frame_type: u64,
+    /// Where in a packet the host offers it.
+    pub position: SendPosition,
+    /// Whether a packet carrying the frame elicits an acknowledgement.
+    pub ack_eliciting: bool,
+    /// Whether the frame's bytes count towards bytes in flight.
+    pub in_flight: bool,
+}
+record_debug!(FrameRegistration {
+    "frame-type" => frame_type,
+    "position" => position,
+    "ack-eliciting" => ack_eliciting,
+    "in-flight" => in_flight,
+});
+
+/// The packet being built, as offered to the send routines.
+#[derive(Clone, Copy, PartialEq)]
+pub struct SendContext {
+    /// The packet's type.
+    pub packet_type: PacketType,
+    /// The packet's packet-number space.
+    pub space: PnSpace,
+    /// The packet's number.
+    pub packet_number: u64,
+    /// The position in the packet being offered.
+    pub position: SendPosition,
+    /// Bytes still available for frames in this packet.
+    pub room: u64,
+    /// The connection's current time.
+    pub now: u64,
+}
+record_debug!(SendContext {
+    "packet-type" => packet_type,
+    "space" => space,
+    "packet-number" => packet_number,
+    "position" => position,
+    "room" => room,
+    "now" => now,
+});
+
+/// The packet a frame was received in.
+#[derive(Clone, Copy, PartialEq)]
+pub struct RxContext {
+    /// The packet's type.
+    pub packet_type: PacketType,
+    /// The packet's packet-number space.
+    pub space: PnSpace,
+    /// The packet's number.
+    pub packet_number: u64,
+    /// The connection's current time.
+    pub now: u64,
+}
+record_debug!(RxContext {
+    "packet-type" => packet_type,
+    "space" => space,
+    "packet-number" => packet_number,
+    "now" => now,
+});
+
+/// The fate of a sent plugin frame.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum FrameOutcome {
+    /// The packet carrying the frame was acknowledged.
+    Acked,
+    /// The packet carrying the frame was declared lost.
+    Lost,
+}
+cases_debug!(FrameOutcome { Acked, Lost });
+
+/// The result of parsing a plugin frame.
+#[derive(Clone, Copy, PartialEq)]
+pub struct ParsedFrame {
+    /// The parsed frame.
+    pub frame: ExtFrame,
+    /// Bytes consumed after the frame type.
+    pub consumed: u64,
+}
+record_debug!(ParsedFrame { "frame" => frame, "consumed" => consumed });
+
+/// Log levels of the structured log.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum LogLevel {
+    /// Errors.
+    Error,
+    /// Warnings.
+    Warn,
+    /// Information.
+    Info,
+    /// Debugging detail.
+    Debug,
+    /// Tracing detail.
+    Trace,
+}
+cases_debug!(LogLevel {
+    Error,
+    Warn,
+    Info,
+    Debug,
+    Trace
+});
 
 /// The version of the WIT package this runtime implements.
 pub const ABI_VERSION: &str = "0.1.0";
@@ -49,8 +817,6 @@ pub fn flow_limit_refused(field: FieldId, value: u64) -> Error {
         field.name()
     ))
 }
-
-impl Eq for ExtFrame {}
 
 impl FieldId {
     /// Every field of the ABI, in WIT order.

@@ -30,6 +30,7 @@ mod deadline;
 pub mod embedded;
 mod error;
 mod frames;
+mod guest;
 mod host;
 mod limits;
 mod runtime;

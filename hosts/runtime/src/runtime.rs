@@ -1,17 +1,18 @@
 //! The per-process runtime: one wasmtime engine, plugins compiled once,
 //! validated against the host's capabilities and the embedder's grants.
 
-use crate::abi::{self, Anchor, BindingsPre, FieldId, Permission, PluginManifest, Routine};
+use crate::abi::{self, Anchor, FieldId, Permission, PluginManifest, Routine};
 use crate::cache;
 use crate::config::{InjectedFault, RuntimeConfig};
 use crate::error::{FaultKind, LoadError};
+use crate::guest::GuestPre;
 use crate::set::PluginSet;
 use crate::state::PluginState;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine, Store};
 
 /// A set of fields, as a bit mask over [`FieldId`].
@@ -227,7 +228,7 @@ impl PluginInfo {
 /// connections as needed with [`Runtime::connection`].
 pub struct Plugin {
     pub(crate) info: Arc<PluginInfo>,
-    pub(crate) pre: BindingsPre<PluginState>,
+    pub(crate) pre: GuestPre,
 }
 
 impl Plugin {
@@ -285,7 +286,7 @@ impl Runtime {
         }
         let engine = Engine::new(&wasm).map_err(|e| format!("cannot create engine: {e}"))?;
         let mut linker = Linker::new(&engine);
-        abi::Bindings::add_to_linker::<PluginState, HasSelf<PluginState>>(&mut linker, |s| s)
+        crate::guest::add_to_linker(&mut linker)
             .map_err(|e| format!("cannot link the host API: {e}"))?;
 
         // The epoch ticker: each tick moves every store one step towards its
@@ -388,11 +389,7 @@ impl Runtime {
     }
 
     /// Link a compiled component against the host interface.
-    fn link(
-        &self,
-        origin: &str,
-        component: &Component,
-    ) -> Result<BindingsPre<PluginState>, LoadError> {
+    fn link(&self, origin: &str, component: &Component) -> Result<GuestPre, LoadError> {
         let compile_err = |e: wasmtime::Error| LoadError::Compile {
             plugin: origin.into(),
             message: e.to_string(),
@@ -410,7 +407,7 @@ impl Runtime {
             .linker
             .instantiate_pre(component)
             .map_err(compile_err)?;
-        BindingsPre::new(instance_pre).map_err(compile_err)
+        GuestPre::new(instance_pre).map_err(compile_err)
     }
 
     /// The `core-quic:plugin` package version a component imports or
@@ -437,16 +434,12 @@ impl Runtime {
 
     /// Ask a throwaway instance for the plugin's manifest; host calls are
     /// denied there because no connection scope is set.
-    fn run_manifest(
-        &self,
-        pre: &BindingsPre<PluginState>,
-        origin: &str,
-    ) -> Result<PluginManifest, LoadError> {
+    fn run_manifest(&self, pre: &GuestPre, origin: &str) -> Result<PluginManifest, LoadError> {
         let mut store = Store::new(&self.engine, PluginState::for_manifest(&self.config));
         store.limiter(|s| &mut s.limits);
         crate::deadline::install(&mut store, self.deadline_ticks());
         pre.instantiate(&mut store)
-            .and_then(|b| b.core_quic_plugin_routines().call_manifest(&mut store))
+            .and_then(|mut guest| guest.manifest(&mut store))
             .map_err(|e| {
                 // Name the cause (CQ-LOAD-3): a deadline interrupt reads as
                 // a bare "interrupt" otherwise.

@@ -6,27 +6,27 @@
 //! the others keep running.
 
 use crate::abi::{
-    self, Anchor, Bindings, Error, ExtFrame, Frame, FrameOutcome, FrameRegistration, ParsedFrame,
-    PluginVal, Routine, RxContext, SendContext, SendPosition,
+    self, Anchor, Error, ExtFrame, Frame, FrameOutcome, FrameRegistration, ParsedFrame, PluginVal,
+    Routine, RxContext, SendContext, SendPosition,
 };
 use crate::config::{
     InjectedFault, InjectedFaults, MAX_PLUGIN_TRANSPORT_PARAMETERS, MAX_TRANSPORT_PARAMETER_LEN,
     is_standard_transport_parameter,
 };
 use crate::error::{CloseRequest, Fault, FaultKind, LoadError, RoutineError};
+use crate::guest::Guest;
 use crate::host::{HostConnection, LogRecord, truncate_log_text};
 use crate::limits::GrowthRefused;
 use crate::runtime::{Plugin, PluginInfo, Runtime};
-use crate::state::{InBufRep, OutBufRep, PluginState, Scope};
+use crate::state::{PluginState, Scope};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 use wasmtime::Store;
-use wasmtime::component::Resource;
 
 struct Live {
     store: Store<PluginState>,
-    bindings: Bindings,
+    guest: Guest,
 }
 
 struct Slot {
@@ -193,17 +193,16 @@ impl PluginSet {
             let mut store = Store::new(&runtime.engine, state);
             store.limiter(|s| &mut s.limits);
             crate::deadline::install(&mut store, runtime.deadline_ticks());
-            let bindings =
-                plugin
-                    .pre
-                    .instantiate(&mut store)
-                    .map_err(|e| LoadError::Instantiate {
-                        plugin: plugin.info.name.clone(),
-                        message: e.to_string(),
-                    })?;
+            let guest = plugin
+                .pre
+                .instantiate(&mut store)
+                .map_err(|e| LoadError::Instantiate {
+                    plugin: plugin.info.name.clone(),
+                    message: e.to_string(),
+                })?;
             slots.push(Slot {
                 info: plugin.info.clone(),
-                live: Some(Box::new(Live { store, bindings })),
+                live: Some(Box::new(Live { store, guest })),
                 removed: None,
                 calls: 0,
                 errors: 0,
@@ -235,7 +234,7 @@ impl PluginSet {
         idx: usize,
         anchor: Anchor,
         routine: &'static str,
-        f: impl FnOnce(&Bindings, &mut Store<PluginState>) -> wasmtime::Result<Result<R, Error>>,
+        f: impl FnOnce(&mut Guest, &mut Store<PluginState>) -> wasmtime::Result<Result<R, Error>>,
     ) -> Result<R, CallFailure> {
         let Some(mut live) = self.slots[idx].live.take() else {
             return Err(CallFailure::Unavailable);
@@ -263,7 +262,8 @@ impl PluginSet {
                 true
             }
         };
-        let result = f(&live.bindings, &mut live.store);
+        let Live { store, guest } = &mut *live;
+        let result = f(guest, store);
         if outermost {
             self.outer_call_started = None;
         }
@@ -334,7 +334,7 @@ impl PluginSet {
         routine: Routine,
         param: u64,
         mut f: impl FnMut(
-            &Bindings,
+            &mut Guest,
             &mut Store<PluginState>,
             Anchor,
         ) -> wasmtime::Result<Result<R, Error>>,
@@ -345,8 +345,8 @@ impl PluginSet {
         self.observe(conn, rid, routine, Anchor::Before, &mut f);
         let result = match self.routes[rid].define {
             Some(idx) if self.usable(idx, routine) => {
-                match self.invoke(conn, idx, Anchor::Define, routine.name(), |b, s| {
-                    f(b, s, Anchor::Define)
+                match self.invoke(conn, idx, Anchor::Define, routine.name(), |g, s| {
+                    f(g, s, Anchor::Define)
                 }) {
                     Ok(r) => Ok(r),
                     Err(CallFailure::Unavailable) => Err(RoutineError::NotBound),
@@ -370,7 +370,7 @@ impl PluginSet {
         routine: Routine,
         anchor: Anchor,
         f: &mut impl FnMut(
-            &Bindings,
+            &mut Guest,
             &mut Store<PluginState>,
             Anchor,
         ) -> wasmtime::Result<Result<R, Error>>,
@@ -388,7 +388,7 @@ impl PluginSet {
             if self.usable(idx, routine) {
                 // Observers' results and errors do not change the routine
                 // (CQ-ANCHOR-6); errors are counted by `invoke` and logged.
-                let r = self.invoke(conn, idx, anchor, routine.name(), |b, s| f(b, s, anchor));
+                let r = self.invoke(conn, idx, anchor, routine.name(), |g, s| f(g, s, anchor));
                 self.log_ignored(conn, idx, routine.name(), anchor, r);
             }
         }
@@ -423,9 +423,7 @@ impl PluginSet {
     pub fn init(&mut self, conn: &mut dyn HostConnection) -> Vec<(String, RoutineError)> {
         let mut failures = Vec::new();
         for idx in 0..self.slots.len() {
-            let r = self.invoke(conn, idx, Anchor::Define, "init", |b, s| {
-                b.core_quic_plugin_routines().call_init(s)
-            });
+            let r = self.invoke(conn, idx, Anchor::Define, "init", |g, s| g.init(s));
             self.slots[idx].initialised = true;
             let name = self.slots[idx].info.name.clone();
             match r {
@@ -476,18 +474,11 @@ impl PluginSet {
                 conn,
                 Routine::WriteTransportParameter,
                 id,
-                |b, s, anchor| {
+                |g, s, anchor| {
                     let data = s.data_mut();
                     data.out.clear();
                     data.out_capacity = MAX_TRANSPORT_PARAMETER_LEN;
-                    let r = b
-                        .core_quic_plugin_routines()
-                        .call_write_transport_parameter(
-                            &mut *s,
-                            anchor,
-                            id,
-                            Resource::<OutBufRep>::new_borrow(0),
-                        )?;
+                    let r = g.write_transport_parameter(s, anchor, id)?;
                     Ok(r.map(|()| std::mem::take(&mut s.data_mut().out)))
                 },
             );
@@ -617,17 +608,11 @@ impl PluginSet {
             conn,
             Routine::DecodeTransportParameter,
             id,
-            |b, s, anchor| {
+            |g, s, anchor| {
                 let data = s.data_mut();
                 data.input.clear();
                 data.input.extend_from_slice(value);
-                b.core_quic_plugin_routines()
-                    .call_decode_transport_parameter(
-                        &mut *s,
-                        anchor,
-                        id,
-                        Resource::<InBufRep>::new_borrow(0),
-                    )
+                g.decode_transport_parameter(s, anchor, id)
             },
         );
         match r {
@@ -697,10 +682,7 @@ impl PluginSet {
             conn,
             Routine::ShouldSendFrame,
             frame_type,
-            |b, s, anchor| {
-                b.core_quic_plugin_routines()
-                    .call_should_send_frame(s, anchor, frame_type, ctx)
-            },
+            |g, s, anchor| g.should_send_frame(s, anchor, frame_type, ctx),
         )
     }
 
@@ -711,9 +693,8 @@ impl PluginSet {
         frame_type: u64,
         ctx: SendContext,
     ) -> Result<Option<ExtFrame>, RoutineError> {
-        self.run(conn, Routine::PrepareFrame, frame_type, |b, s, anchor| {
-            b.core_quic_plugin_routines()
-                .call_prepare_frame(s, anchor, frame_type, ctx)
+        self.run(conn, Routine::PrepareFrame, frame_type, |g, s, anchor| {
+            g.prepare_frame(s, anchor, frame_type, ctx)
         })
     }
 
@@ -727,10 +708,7 @@ impl PluginSet {
             conn,
             Routine::FrameWireLen,
             frame.frame_type,
-            |b, s, anchor| {
-                b.core_quic_plugin_routines()
-                    .call_frame_wire_len(s, anchor, frame)
-            },
+            |g, s, anchor| g.frame_wire_len(s, anchor, frame),
         )
     }
 
@@ -747,16 +725,11 @@ impl PluginSet {
             conn,
             Routine::WriteFrame,
             frame.frame_type,
-            |b, s, anchor| {
+            |g, s, anchor| {
                 let data = s.data_mut();
                 data.out.clear();
                 data.out_capacity = len;
-                let r = b.core_quic_plugin_routines().call_write_frame(
-                    &mut *s,
-                    anchor,
-                    frame,
-                    Resource::<OutBufRep>::new_borrow(0),
-                )?;
+                let r = g.write_frame(s, anchor, frame)?;
                 if anchor == Anchor::Define && r.is_ok() {
                     out.extend_from_slice(&s.data().out);
                 }
@@ -793,10 +766,7 @@ impl PluginSet {
             conn,
             Routine::OnFrameReserved,
             frame.frame_type,
-            |b, s, anchor| {
-                b.core_quic_plugin_routines()
-                    .call_on_frame_reserved(s, anchor, frame, ctx)
-            },
+            |g, s, anchor| g.on_frame_reserved(s, anchor, frame, ctx),
         )
     }
 
@@ -898,10 +868,7 @@ impl PluginSet {
             conn,
             Routine::NotifyFrame,
             frame.frame_type,
-            |b, s, anchor| {
-                b.core_quic_plugin_routines()
-                    .call_notify_frame(s, anchor, frame, outcome)
-            },
+            |g, s, anchor| g.notify_frame(s, anchor, frame, outcome),
         );
         if let Err(e @ RoutineError::Plugin { .. }) = &r {
             self.log_routine_error(conn, "notify-frame", e);
@@ -956,16 +923,11 @@ impl PluginSet {
         frame_type: u64,
         payload: &[u8],
     ) -> Result<ParsedFrame, RoutineError> {
-        let parsed = self.run(conn, Routine::ParseFrame, frame_type, |b, s, anchor| {
+        let parsed = self.run(conn, Routine::ParseFrame, frame_type, |g, s, anchor| {
             let data = s.data_mut();
             data.input.clear();
             data.input.extend_from_slice(payload);
-            b.core_quic_plugin_routines().call_parse_frame(
-                &mut *s,
-                anchor,
-                frame_type,
-                Resource::<InBufRep>::new_borrow(0),
-            )
+            g.parse_frame(s, anchor, frame_type)
         })?;
         if parsed.consumed > payload.len() as u64 {
             return Err(RoutineError::InvalidResult(format!(
@@ -1001,10 +963,7 @@ impl PluginSet {
             conn,
             Routine::ProcessFrame,
             frame.frame_type(),
-            |b, s, anchor| {
-                b.core_quic_plugin_routines()
-                    .call_process_frame(s, anchor, frame, ctx)
-            },
+            |g, s, anchor| g.process_frame(s, anchor, frame, ctx),
         );
         if let Frame::Extension(ext) = frame {
             self.log_plugin_frame(conn, *ext, "frame received");
@@ -1032,9 +991,8 @@ impl PluginSet {
         else {
             return;
         };
-        let mut f = |b: &Bindings, s: &mut Store<PluginState>, anchor| {
-            b.core_quic_plugin_routines()
-                .call_process_frame(s, anchor, frame, ctx)
+        let mut f = |g: &mut Guest, s: &mut Store<PluginState>, anchor| {
+            g.process_frame(s, anchor, frame, ctx)
         };
         self.observe(conn, rid, Routine::ProcessFrame, anchor, &mut f);
     }
@@ -1045,10 +1003,7 @@ impl PluginSet {
             conn,
             Routine::LogFrame,
             frame.frame_type(),
-            |b, s, anchor| {
-                b.core_quic_plugin_routines()
-                    .call_log_frame(s, anchor, frame)
-            },
+            |g, s, anchor| g.log_frame(s, anchor, frame),
         )
         .ok()
     }
@@ -1109,9 +1064,8 @@ impl PluginSet {
                 None => continue,
             };
             for id in due {
-                let _ = self.invoke(conn, idx, Anchor::Define, "on-plugin-timeout", |b, s| {
-                    b.core_quic_plugin_routines()
-                        .call_on_plugin_timeout(s, id, now)
+                let _ = self.invoke(conn, idx, Anchor::Define, "on-plugin-timeout", |g, s| {
+                    g.on_plugin_timeout(s, id, now)
                 });
             }
         }
@@ -1128,9 +1082,8 @@ impl PluginSet {
         if let Some(fault) = self.removed_definer(Routine::PluginControl, id) {
             return Err(RoutineError::Removed(fault));
         }
-        self.run(conn, Routine::PluginControl, id, |b, s, _| {
-            b.core_quic_plugin_routines()
-                .call_plugin_control(s, id, args)
+        self.run(conn, Routine::PluginControl, id, |g, s, _| {
+            g.plugin_control(s, id, args)
         })
     }
 
@@ -1162,9 +1115,8 @@ impl PluginSet {
         if !self.usable(idx, Routine::PluginControl) {
             return Err(Error::Failed("plugin busy".into()));
         }
-        match self.invoke(conn, idx, Anchor::Define, "plugin-control", |b, s| {
-            b.core_quic_plugin_routines()
-                .call_plugin_control(s, id, args)
+        match self.invoke(conn, idx, Anchor::Define, "plugin-control", |g, s| {
+            g.plugin_control(s, id, args)
         }) {
             Ok(r) => Ok(r),
             Err(CallFailure::Unavailable) => Err(Error::Failed("plugin busy".into())),

@@ -1,4 +1,6 @@
-//! The store data of one plugin instance and the host API it calls.
+//! The store data of one plugin instance and the host API it calls, in the
+//! model's types ([`crate::abi`]): each WIT version's host imports
+//! (`crate::guest`) are thin conversions onto these methods.
 //!
 //! Every host call checks, in order: that it is made during a routine call
 //! (not from `manifest()`), that mutating calls come from a DEFINE anchor,
@@ -7,7 +9,6 @@
 
 use crate::abi::{
     Anchor, Error, FieldId, FieldRef, Frame, FrameRegistration, LogLevel, Permission, PluginVal,
-    host_api,
 };
 use crate::config::{
     InjectedFault, InjectedFaults, MAX_LOG_BYTES, MAX_LOG_FIELDS, MAX_LOG_MESSAGE,
@@ -18,7 +19,6 @@ use crate::limits::PluginLimits;
 use crate::runtime::PluginInfo;
 use crate::set::PluginSet;
 use std::sync::Arc;
-use wasmtime::component::Resource;
 
 /// Host-side representation of an `out-buf` handle (the bytes live in
 /// [`PluginState`]; at most one buffer is lent per call).
@@ -193,25 +193,32 @@ impl PluginState {
     }
 }
 
-impl host_api::HostOutBuf for PluginState {
-    fn capacity(&mut self, _: Resource<OutBufRep>) -> u64 {
+/// The buffers lent to a routine (`out-buf`, `in-buf`): what every WIT
+/// version's resource methods call.
+impl PluginState {
+    /// `out-buf.capacity`: total bytes the buffer accepts.
+    pub(crate) fn out_buf_capacity(&self) -> u64 {
         self.out_capacity as u64
     }
 
-    fn written(&mut self, _: Resource<OutBufRep>) -> u64 {
+    /// `out-buf.written`: bytes written so far.
+    pub(crate) fn out_buf_written(&self) -> u64 {
         self.out.len() as u64
     }
 
-    fn put(&mut self, _: Resource<OutBufRep>, data: Vec<u8>) -> Result<(), Error> {
+    /// `out-buf.put`: append `data`, or nothing if it does not fit.
+    pub(crate) fn out_buf_put(&mut self, data: &[u8]) -> Result<(), Error> {
         let needed = self.out.len().saturating_add(data.len());
         if needed > self.out_capacity {
             return Err(Error::BufferTooShort(needed as u64));
         }
-        self.out.extend_from_slice(&data);
+        self.out.extend_from_slice(data);
         Ok(())
     }
 
-    fn put_zeros(&mut self, _: Resource<OutBufRep>, count: u64) -> Result<(), Error> {
+    /// `out-buf.put-zeros`: append `count` zero bytes, or nothing if they do
+    /// not fit.
+    pub(crate) fn out_buf_put_zeros(&mut self, count: u64) -> Result<(), Error> {
         let needed = (self.out.len() as u64).saturating_add(count);
         if needed > self.out_capacity as u64 {
             return Err(Error::BufferTooShort(needed));
@@ -220,38 +227,33 @@ impl host_api::HostOutBuf for PluginState {
         Ok(())
     }
 
-    fn drop(&mut self, _: Resource<OutBufRep>) -> wasmtime::Result<()> {
-        Ok(())
-    }
-}
-
-impl host_api::HostInBuf for PluginState {
-    fn len(&mut self, _: Resource<InBufRep>) -> u64 {
+    /// `in-buf.len`: bytes available.
+    pub(crate) fn in_buf_len(&self) -> u64 {
         self.input.len() as u64
     }
 
-    fn read(&mut self, _: Resource<InBufRep>, offset: u64, len: u64) -> Result<Vec<u8>, Error> {
+    /// `in-buf.read`: `len` bytes from `offset`.
+    pub(crate) fn in_buf_read(&self, offset: u64, len: u64) -> Result<Vec<u8>, Error> {
         let end = offset.saturating_add(len);
         if end > self.input.len() as u64 {
             return Err(Error::BufferTooShort(end));
         }
         Ok(self.input[offset as usize..end as usize].to_vec())
     }
-
-    fn drop(&mut self, _: Resource<InBufRep>) -> wasmtime::Result<()> {
-        Ok(())
-    }
 }
 
-impl crate::abi::generated_types_host::Host for PluginState {}
-
-impl host_api::Host for PluginState {
-    fn get_field(&mut self, field: FieldRef) -> Result<PluginVal, Error> {
+/// The host API (`core-quic:plugin/host`) in the model's types: what every
+/// WIT version's imports call.
+impl PluginState {
+    pub(crate) fn get_field(&mut self, field: FieldRef) -> Result<PluginVal, Error> {
         let scope = self.scope("get-field", false)?;
         self.read_field(scope, field)
     }
 
-    fn get_fields(&mut self, fields: Vec<FieldRef>) -> Result<Vec<PluginVal>, Error> {
+    pub(crate) fn get_fields(
+        &mut self,
+        fields: impl IntoIterator<Item = FieldRef>,
+    ) -> Result<Vec<PluginVal>, Error> {
         let scope = self.scope("get-fields", false)?;
         fields
             .into_iter()
@@ -259,7 +261,7 @@ impl host_api::Host for PluginState {
             .collect()
     }
 
-    fn set_field(&mut self, field: FieldRef, value: PluginVal) -> Result<(), Error> {
+    pub(crate) fn set_field(&mut self, field: FieldRef, value: PluginVal) -> Result<(), Error> {
         let scope = self.scope("set-field", true)?;
         Self::check_field_ref(&field)?;
         let allowed = self
@@ -295,7 +297,7 @@ impl host_api::Host for PluginState {
         Ok(())
     }
 
-    fn register_frame(&mut self, registration: FrameRegistration) -> Result<(), Error> {
+    pub(crate) fn register_frame(&mut self, registration: FrameRegistration) -> Result<(), Error> {
         self.scope("register-frame", true)?;
         self.permit("register-frame", Permission::Registration)?;
         if registration.frame_type >= 1 << 62 {
@@ -314,7 +316,7 @@ impl host_api::Host for PluginState {
         Ok(())
     }
 
-    fn unregister_frame(&mut self, frame_type: u64) -> Result<(), Error> {
+    pub(crate) fn unregister_frame(&mut self, frame_type: u64) -> Result<(), Error> {
         self.scope("unregister-frame", true)?;
         self.permit("unregister-frame", Permission::Registration)?;
         let before = self.frames.len();
@@ -327,7 +329,7 @@ impl host_api::Host for PluginState {
         Ok(())
     }
 
-    fn register_transport_parameter(&mut self, id: u64) -> Result<(), Error> {
+    pub(crate) fn register_transport_parameter(&mut self, id: u64) -> Result<(), Error> {
         let scope = self.scope("register-transport-parameter", true)?;
         self.permit("register-transport-parameter", Permission::Registration)?;
         if id >= 1 << 62 {
@@ -354,13 +356,13 @@ impl host_api::Host for PluginState {
         Ok(())
     }
 
-    fn enable(&mut self) {
+    pub(crate) fn enable(&mut self) {
         if self.scope("enable", true).is_ok() {
             self.enabled = true;
         }
     }
 
-    fn set_timer(&mut self, id: u64, at: u64) -> Result<(), Error> {
+    pub(crate) fn set_timer(&mut self, id: u64, at: u64) -> Result<(), Error> {
         self.scope("set-timer", true)?;
         self.permit("set-timer", Permission::Timers)?;
         if let Some(t) = self.timers.iter_mut().find(|t| t.0 == id) {
@@ -377,7 +379,7 @@ impl host_api::Host for PluginState {
         Ok(())
     }
 
-    fn cancel_timer(&mut self, id: u64) -> Result<(), Error> {
+    pub(crate) fn cancel_timer(&mut self, id: u64) -> Result<(), Error> {
         self.scope("cancel-timer", true)?;
         self.permit("cancel-timer", Permission::Timers)?;
         let before = self.timers.len();
@@ -388,7 +390,7 @@ impl host_api::Host for PluginState {
         Ok(())
     }
 
-    fn now(&mut self) -> u64 {
+    pub(crate) fn now(&mut self) -> u64 {
         match self.scope("now", false) {
             // SAFETY: see `Scope`.
             Ok(scope) => unsafe { &*scope.conn }.now(),
@@ -396,7 +398,7 @@ impl host_api::Host for PluginState {
         }
     }
 
-    fn random_bytes(&mut self, len: u32) -> Result<Vec<u8>, Error> {
+    pub(crate) fn random_bytes(&mut self, len: u32) -> Result<Vec<u8>, Error> {
         self.scope("random-bytes", false)?;
         self.permit("random-bytes", Permission::Randomness)?;
         if len > MAX_RANDOM_BYTES {
@@ -410,7 +412,7 @@ impl host_api::Host for PluginState {
         Ok(buf)
     }
 
-    fn log(
+    pub(crate) fn log(
         &mut self,
         level: LogLevel,
         mut message: String,
@@ -439,7 +441,7 @@ impl host_api::Host for PluginState {
         Ok(())
     }
 
-    fn send_frame(&mut self, frame: Frame) -> Result<(), Error> {
+    pub(crate) fn send_frame(&mut self, frame: Frame) -> Result<(), Error> {
         let scope = self.scope("send-frame", true)?;
         self.permit("send-frame", Permission::SendFrames)?;
         let frame = match frame {
@@ -455,10 +457,10 @@ impl host_api::Host for PluginState {
         unsafe { &mut *scope.conn }.send_frame(frame)
     }
 
-    fn call_plugin_control(
+    pub(crate) fn call_plugin_control(
         &mut self,
         id: u64,
-        args: Vec<PluginVal>,
+        args: &[PluginVal],
     ) -> Result<Vec<PluginVal>, Error> {
         let scope = self.scope("call-plugin-control", true)?;
         self.permit("call-plugin-control", Permission::PluginControl)?;
@@ -466,6 +468,6 @@ impl host_api::Host for PluginState {
         // while it runs, so the callee can never be this instance.
         let set = unsafe { &mut *scope.set };
         let conn = unsafe { &mut *scope.conn };
-        set.control_from_plugin(conn, id, &args)
+        set.control_from_plugin(conn, id, args)
     }
 }

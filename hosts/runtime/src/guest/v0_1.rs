@@ -1,0 +1,547 @@
+//! `core-quic:plugin@0.1.0`: the bindings of `releases/0.1.0/wit` and their
+//! conversions to and from the host's model ([`crate::abi`]).
+//!
+//! The host imports are thin conversions onto [`PluginState`]'s
+//! version-independent host API; the exports are called through [`Guest`].
+//! Conversions move lists and strings, so they cost no allocation, except
+//! where a routine lends a value the host keeps (`process-frame`'s frame,
+//! `plugin-control`'s arguments), which is copied for the call.
+
+use crate::abi as m;
+use crate::state::{InBufRep, OutBufRep, PluginState};
+use wasmtime::Store;
+use wasmtime::component::{HasSelf, Linker, Resource};
+
+#[allow(missing_docs, clippy::all)]
+mod generated {
+    wasmtime::component::bindgen!({
+        path: "../../releases/0.1.0/wit",
+        world: "plugin",
+        with: {
+            "core-quic:plugin/host.out-buf": crate::state::OutBufRep,
+            "core-quic:plugin/host.in-buf": crate::state::InBufRep,
+        },
+    });
+}
+
+use generated::core_quic::plugin::host;
+use generated::core_quic::plugin::types as t;
+pub(crate) use generated::{Plugin, PluginPre};
+
+/// A routine's outcome with the generated error type.
+type Call<T> = wasmtime::Result<Result<T, t::Error>>;
+
+/// Add the 0.1 host imports to `linker`.
+pub(crate) fn add_to_linker(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
+    Plugin::add_to_linker::<PluginState, HasSelf<PluginState>>(linker, |s| s)
+}
+
+/// One instance of a 0.1 plugin.
+pub(crate) struct Guest {
+    bindings: Plugin,
+    /// Reused for `plugin-control`'s arguments, so calls with arguments that
+    /// own no heap memory do not allocate.
+    args: Vec<t::PluginVal>,
+}
+
+/// The inner result in the model's error type.
+fn model<T, U: From<T>>(r: Call<T>) -> wasmtime::Result<Result<U, m::Error>> {
+    r.map(|r| r.map(U::from).map_err(m::Error::from))
+}
+
+impl Guest {
+    pub(crate) fn new(bindings: Plugin) -> Guest {
+        Guest {
+            bindings,
+            args: Vec::new(),
+        }
+    }
+
+    pub(crate) fn manifest(
+        &mut self,
+        store: &mut Store<PluginState>,
+    ) -> wasmtime::Result<m::PluginManifest> {
+        let routines = self.bindings.core_quic_plugin_routines();
+        routines.call_manifest(store).map(m::PluginManifest::from)
+    }
+
+    pub(crate) fn init(&mut self, store: &mut Store<PluginState>) -> super::Call<()> {
+        model(self.bindings.core_quic_plugin_routines().call_init(store))
+    }
+
+    pub(crate) fn write_transport_parameter(
+        &mut self,
+        store: &mut Store<PluginState>,
+        anchor: m::Anchor,
+        id: u64,
+    ) -> super::Call<()> {
+        let out = Resource::<OutBufRep>::new_borrow(0);
+        let routines = self.bindings.core_quic_plugin_routines();
+        model(routines.call_write_transport_parameter(store, anchor.into(), id, out))
+    }
+
+    pub(crate) fn decode_transport_parameter(
+        &mut self,
+        store: &mut Store<PluginState>,
+        anchor: m::Anchor,
+        id: u64,
+    ) -> super::Call<()> {
+        let value = Resource::<InBufRep>::new_borrow(0);
+        let routines = self.bindings.core_quic_plugin_routines();
+        model(routines.call_decode_transport_parameter(store, anchor.into(), id, value))
+    }
+
+    pub(crate) fn should_send_frame(
+        &mut self,
+        store: &mut Store<PluginState>,
+        anchor: m::Anchor,
+        frame_type: u64,
+        ctx: m::SendContext,
+    ) -> super::Call<bool> {
+        let routines = self.bindings.core_quic_plugin_routines();
+        model(routines.call_should_send_frame(store, anchor.into(), frame_type, ctx.into()))
+    }
+
+    pub(crate) fn prepare_frame(
+        &mut self,
+        store: &mut Store<PluginState>,
+        anchor: m::Anchor,
+        frame_type: u64,
+        ctx: m::SendContext,
+    ) -> super::Call<Option<m::ExtFrame>> {
+        let routines = self.bindings.core_quic_plugin_routines();
+        routines
+            .call_prepare_frame(store, anchor.into(), frame_type, ctx.into())
+            .map(|r| r.map(|f| f.map(m::ExtFrame::from)).map_err(m::Error::from))
+    }
+
+    pub(crate) fn frame_wire_len(
+        &mut self,
+        store: &mut Store<PluginState>,
+        anchor: m::Anchor,
+        frame: m::ExtFrame,
+    ) -> super::Call<u64> {
+        let routines = self.bindings.core_quic_plugin_routines();
+        model(routines.call_frame_wire_len(store, anchor.into(), frame.into()))
+    }
+
+    pub(crate) fn write_frame(
+        &mut self,
+        store: &mut Store<PluginState>,
+        anchor: m::Anchor,
+        frame: m::ExtFrame,
+    ) -> super::Call<()> {
+        let out = Resource::<OutBufRep>::new_borrow(0);
+        let routines = self.bindings.core_quic_plugin_routines();
+        model(routines.call_write_frame(store, anchor.into(), frame.into(), out))
+    }
+
+    pub(crate) fn on_frame_reserved(
+        &mut self,
+        store: &mut Store<PluginState>,
+        anchor: m::Anchor,
+        frame: m::ExtFrame,
+        ctx: m::SendContext,
+    ) -> super::Call<()> {
+        let routines = self.bindings.core_quic_plugin_routines();
+        model(routines.call_on_frame_reserved(store, anchor.into(), frame.into(), ctx.into()))
+    }
+
+    pub(crate) fn notify_frame(
+        &mut self,
+        store: &mut Store<PluginState>,
+        anchor: m::Anchor,
+        frame: m::ExtFrame,
+        outcome: m::FrameOutcome,
+    ) -> super::Call<()> {
+        let routines = self.bindings.core_quic_plugin_routines();
+        model(routines.call_notify_frame(store, anchor.into(), frame.into(), outcome.into()))
+    }
+
+    pub(crate) fn parse_frame(
+        &mut self,
+        store: &mut Store<PluginState>,
+        anchor: m::Anchor,
+        frame_type: u64,
+    ) -> super::Call<m::ParsedFrame> {
+        let payload = Resource::<InBufRep>::new_borrow(0);
+        let routines = self.bindings.core_quic_plugin_routines();
+        model(routines.call_parse_frame(store, anchor.into(), frame_type, payload))
+    }
+
+    pub(crate) fn process_frame(
+        &mut self,
+        store: &mut Store<PluginState>,
+        anchor: m::Anchor,
+        frame: &m::Frame,
+        ctx: m::RxContext,
+    ) -> super::Call<()> {
+        let frame = t::Frame::from(frame);
+        let routines = self.bindings.core_quic_plugin_routines();
+        model(routines.call_process_frame(store, anchor.into(), &frame, ctx.into()))
+    }
+
+    pub(crate) fn log_frame(
+        &mut self,
+        store: &mut Store<PluginState>,
+        anchor: m::Anchor,
+        frame: &m::Frame,
+    ) -> super::Call<String> {
+        let frame = t::Frame::from(frame);
+        let routines = self.bindings.core_quic_plugin_routines();
+        model(routines.call_log_frame(store, anchor.into(), &frame))
+    }
+
+    pub(crate) fn on_plugin_timeout(
+        &mut self,
+        store: &mut Store<PluginState>,
+        id: u64,
+        now: u64,
+    ) -> super::Call<()> {
+        model(
+            self.bindings
+                .core_quic_plugin_routines()
+                .call_on_plugin_timeout(store, id, now),
+        )
+    }
+
+    pub(crate) fn plugin_control(
+        &mut self,
+        store: &mut Store<PluginState>,
+        id: u64,
+        args: &[m::PluginVal],
+    ) -> super::Call<Vec<m::PluginVal>> {
+        self.args.clear();
+        self.args.extend(args.iter().map(t::PluginVal::from));
+        let routines = self.bindings.core_quic_plugin_routines();
+        let r = routines.call_plugin_control(store, id, &self.args);
+        self.args.clear();
+        r.map(|r| r.map(vals_into_model).map_err(m::Error::from))
+    }
+}
+
+fn vals_into_model(vals: Vec<t::PluginVal>) -> Vec<m::PluginVal> {
+    vals.into_iter().map(m::PluginVal::from).collect()
+}
+
+fn vals_from_model(vals: Vec<m::PluginVal>) -> Vec<t::PluginVal> {
+    vals.into_iter().map(t::PluginVal::from).collect()
+}
+
+// The host imports: conversions onto `PluginState`'s host API.
+
+impl host::HostOutBuf for PluginState {
+    fn capacity(&mut self, _: Resource<OutBufRep>) -> u64 {
+        self.out_buf_capacity()
+    }
+
+    fn written(&mut self, _: Resource<OutBufRep>) -> u64 {
+        self.out_buf_written()
+    }
+
+    fn put(&mut self, _: Resource<OutBufRep>, data: Vec<u8>) -> Result<(), t::Error> {
+        Ok(self.out_buf_put(&data)?)
+    }
+
+    fn put_zeros(&mut self, _: Resource<OutBufRep>, count: u64) -> Result<(), t::Error> {
+        Ok(self.out_buf_put_zeros(count)?)
+    }
+
+    fn drop(&mut self, _: Resource<OutBufRep>) -> wasmtime::Result<()> {
+        Ok(())
+    }
+}
+
+impl host::HostInBuf for PluginState {
+    fn len(&mut self, _: Resource<InBufRep>) -> u64 {
+        self.in_buf_len()
+    }
+
+    fn read(&mut self, _: Resource<InBufRep>, offset: u64, len: u64) -> Result<Vec<u8>, t::Error> {
+        Ok(self.in_buf_read(offset, len)?)
+    }
+
+    fn drop(&mut self, _: Resource<InBufRep>) -> wasmtime::Result<()> {
+        Ok(())
+    }
+}
+
+impl t::Host for PluginState {}
+
+impl host::Host for PluginState {
+    fn get_field(&mut self, field: t::FieldRef) -> Result<t::PluginVal, t::Error> {
+        Ok(PluginState::get_field(self, field.into())?.into())
+    }
+
+    fn get_fields(&mut self, fields: Vec<t::FieldRef>) -> Result<Vec<t::PluginVal>, t::Error> {
+        let fields = fields.into_iter().map(m::FieldRef::from);
+        Ok(vals_from_model(PluginState::get_fields(self, fields)?))
+    }
+
+    fn set_field(&mut self, field: t::FieldRef, value: t::PluginVal) -> Result<(), t::Error> {
+        Ok(PluginState::set_field(self, field.into(), value.into())?)
+    }
+
+    fn register_frame(&mut self, registration: t::FrameRegistration) -> Result<(), t::Error> {
+        Ok(PluginState::register_frame(self, registration.into())?)
+    }
+
+    fn unregister_frame(&mut self, frame_type: u64) -> Result<(), t::Error> {
+        Ok(PluginState::unregister_frame(self, frame_type)?)
+    }
+
+    fn register_transport_parameter(&mut self, id: u64) -> Result<(), t::Error> {
+        Ok(PluginState::register_transport_parameter(self, id)?)
+    }
+
+    fn enable(&mut self) {
+        PluginState::enable(self)
+    }
+
+    fn set_timer(&mut self, id: u64, at: u64) -> Result<(), t::Error> {
+        Ok(PluginState::set_timer(self, id, at)?)
+    }
+
+    fn cancel_timer(&mut self, id: u64) -> Result<(), t::Error> {
+        Ok(PluginState::cancel_timer(self, id)?)
+    }
+
+    fn now(&mut self) -> u64 {
+        PluginState::now(self)
+    }
+
+    fn random_bytes(&mut self, len: u32) -> Result<Vec<u8>, t::Error> {
+        Ok(PluginState::random_bytes(self, len)?)
+    }
+
+    fn log(
+        &mut self,
+        level: t::LogLevel,
+        message: String,
+        fields: Vec<(String, t::PluginVal)>,
+    ) -> Result<(), t::Error> {
+        let fields = fields.into_iter().map(|(k, v)| (k, v.into())).collect();
+        Ok(PluginState::log(self, level.into(), message, fields)?)
+    }
+
+    fn send_frame(&mut self, frame: t::Frame) -> Result<(), t::Error> {
+        Ok(PluginState::send_frame(self, frame.into())?)
+    }
+
+    fn call_plugin_control(
+        &mut self,
+        id: u64,
+        args: Vec<t::PluginVal>,
+    ) -> Result<Vec<t::PluginVal>, t::Error> {
+        let args = vals_into_model(args);
+        Ok(vals_from_model(PluginState::call_plugin_control(
+            self, id, &args,
+        )?))
+    }
+}
+
+// Conversions between the generated types and the model.
+
+/// Enums whose cases match one to one.
+macro_rules! same_cases {
+    ($($ty:ident { $($case:ident),* $(,)? })*) => {$(
+        impl From<m::$ty> for t::$ty {
+            #[inline]
+            fn from(v: m::$ty) -> Self {
+                match v {
+                    $(m::$ty::$case => t::$ty::$case,)*
+                }
+            }
+        }
+
+        impl From<t::$ty> for m::$ty {
+            #[inline]
+            fn from(v: t::$ty) -> Self {
+                match v {
+                    $(t::$ty::$case => m::$ty::$case,)*
+                }
+            }
+        }
+    )*};
+}
+
+/// Variants whose cases match one to one, each payload converted with `From`.
+macro_rules! same_variants {
+    ($($ty:ident { $($case:ident $(($x:ident))?),* $(,)? })*) => {$(
+        #[allow(clippy::useless_conversion)]
+        impl From<m::$ty> for t::$ty {
+            #[inline]
+            fn from(v: m::$ty) -> Self {
+                match v {
+                    $(m::$ty::$case $(($x))? => t::$ty::$case $(($x.into()))?,)*
+                }
+            }
+        }
+
+        #[allow(clippy::useless_conversion)]
+        impl From<t::$ty> for m::$ty {
+            #[inline]
+            fn from(v: t::$ty) -> Self {
+                match v {
+                    $(t::$ty::$case $(($x))? => m::$ty::$case $(($x.into()))?,)*
+                }
+            }
+        }
+    )*};
+}
+
+/// Records whose fields match one to one, each converted with `From`.
+macro_rules! same_fields {
+    ($($ty:ident { $($field:ident),* $(,)? })*) => {$(
+        #[allow(clippy::useless_conversion)]
+        impl From<m::$ty> for t::$ty {
+            #[inline]
+            fn from(v: m::$ty) -> Self {
+                t::$ty { $($field: v.$field.into(),)* }
+            }
+        }
+
+        #[allow(clippy::useless_conversion)]
+        impl From<t::$ty> for m::$ty {
+            #[inline]
+            fn from(v: t::$ty) -> Self {
+                m::$ty { $($field: v.$field.into(),)* }
+            }
+        }
+    )*};
+}
+
+same_cases! {
+    PacketType { Initial, ZeroRtt, Handshake, OneRtt, Retry, VersionNegotiation }
+    PnSpace { Initial, Handshake, ApplicationData }
+    Anchor { Define, Before, After }
+    FieldId {
+        IsServer, Version, IsEstablished, MaxTxData, TxData, MaxRxData, RxData,
+        MaxSendUdpPayload, LocalAddress, PeerAddress, IdleTimeout, SendingHalted,
+        NextPacketNumber, LargestAcked, LargestReceived, LatestRtt, SmoothedRtt, MinRtt,
+        Rttvar, MaxAckDelay, PtoCount, BytesInFlight, CongestionWindow, Ssthresh,
+        MaxDatagramSize,
+    }
+    Routine {
+        WriteTransportParameter, DecodeTransportParameter, ShouldSendFrame, PrepareFrame,
+        FrameWireLen, WriteFrame, OnFrameReserved, NotifyFrame, ParseFrame, ProcessFrame,
+        LogFrame, PluginControl,
+    }
+    Permission { Timers, Randomness, Logging, Registration, SendFrames, PluginControl }
+    SendPosition { First, AfterAck, End }
+    FrameOutcome { Acked, Lost }
+    LogLevel { Error, Warn, Info, Debug, Trace }
+}
+
+same_variants! {
+    IpAddr { V4(a), V6(a) }
+    Frame {
+        Padding(x), Ping, Ack(x), ResetStream(x), StopSending(x), Crypto(x), NewToken(x),
+        Stream(x), MaxData(x), MaxStreamData(x), MaxStreams(x), DataBlocked(x),
+        StreamDataBlocked(x), StreamsBlocked(x), NewConnectionId(x), RetireConnectionId(x),
+        PathChallenge(x), PathResponse(x), ConnectionClose(x), HandshakeDone, Datagram(x),
+        Extension(x),
+    }
+    PluginVal {
+        None, Bool(x), U32(x), U64(x), S64(x), F64(x), Bytes(x), String(x), Duration(x),
+        Instant(x), SocketAddr(x), Frame(x), PacketType(x), PnSpace(x),
+    }
+    Error {
+        Denied(x), Unsupported(x), InvalidArgument(x), BufferTooShort(x), NotFound(x),
+        Failed(x), Plugin(x),
+    }
+}
+
+same_fields! {
+    SocketAddr { ip, port }
+    ExtFrame { frame_type, tag }
+    EcnCounts { ect0, ect1, ce }
+    ResetStreamFrame { stream_id, error_code, final_size }
+    StopSendingFrame { stream_id, error_code }
+    CryptoFrame { offset, length }
+    StreamFrame { stream_id, offset, length, fin }
+    MaxStreamDataFrame { stream_id, maximum }
+    StreamsFrame { bidirectional, maximum }
+    StreamDataBlockedFrame { stream_id, limit }
+    NewConnectionIdFrame { sequence, retire_prior_to, connection_id, stateless_reset_token }
+    ConnectionCloseFrame { application, error_code, frame_type, reason }
+    Binding { routine, anchor, param }
+    FrameRegistration { frame_type, position, ack_eliciting, in_flight }
+    SendContext { packet_type, space, packet_number, position, room, now }
+    RxContext { packet_type, space, packet_number, now }
+    ParsedFrame { frame, consumed }
+}
+
+impl From<m::AckFrame> for t::AckFrame {
+    fn from(v: m::AckFrame) -> Self {
+        t::AckFrame {
+            largest_acknowledged: v.largest_acknowledged,
+            ack_delay: v.ack_delay,
+            ranges: v.ranges,
+            ecn: v.ecn.map(Into::into),
+        }
+    }
+}
+
+impl From<t::AckFrame> for m::AckFrame {
+    fn from(v: t::AckFrame) -> Self {
+        m::AckFrame {
+            largest_acknowledged: v.largest_acknowledged,
+            ack_delay: v.ack_delay,
+            ranges: v.ranges,
+            ecn: v.ecn.map(Into::into),
+        }
+    }
+}
+
+impl From<m::FieldRef> for t::FieldRef {
+    #[inline]
+    fn from(v: m::FieldRef) -> Self {
+        t::FieldRef {
+            id: v.id.into(),
+            space: v.space.map(Into::into),
+        }
+    }
+}
+
+impl From<t::FieldRef> for m::FieldRef {
+    #[inline]
+    fn from(v: t::FieldRef) -> Self {
+        m::FieldRef {
+            id: v.id.into(),
+            space: v.space.map(Into::into),
+        }
+    }
+}
+
+impl From<t::PluginManifest> for m::PluginManifest {
+    fn from(v: t::PluginManifest) -> Self {
+        m::PluginManifest {
+            name: v.name,
+            version: v.version,
+            abi_version: v.abi_version,
+            bindings: v.bindings.into_iter().map(Into::into).collect(),
+            reads: v.reads.into_iter().map(Into::into).collect(),
+            writes: v.writes.into_iter().map(Into::into).collect(),
+            permissions: v.permissions.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+/// A frame the host keeps, lent to a routine: copied, since the generated
+/// type owns its lists (only ACK ranges, tokens, connection ids and close
+/// reasons allocate).
+impl From<&m::Frame> for t::Frame {
+    #[inline]
+    fn from(v: &m::Frame) -> Self {
+        v.clone().into()
+    }
+}
+
+/// A value the host keeps, lent to a routine: copied.
+impl From<&m::PluginVal> for t::PluginVal {
+    #[inline]
+    fn from(v: &m::PluginVal) -> Self {
+        v.clone().into()
+    }
+}

@@ -34,11 +34,13 @@ pub(crate) enum GuestPre {
 
 impl GuestPre {
     /// Check that the linked component exports the plugin world.
+    #[inline]
     pub(crate) fn new(instance_pre: InstancePre<PluginState>) -> wasmtime::Result<GuestPre> {
         Ok(GuestPre::V0_1(v0_1::PluginPre::new(instance_pre)?))
     }
 
     /// A new instance in `store`.
+    #[inline]
     pub(crate) fn instantiate(&self, store: &mut Store<PluginState>) -> wasmtime::Result<Guest> {
         match self {
             GuestPre::V0_1(pre) => Ok(Guest::V0_1(v0_1::Guest::new(pre.instantiate(store)?))),
@@ -58,6 +60,7 @@ pub(crate) enum Guest {
 
 impl Guest {
     /// Export `manifest`.
+    #[inline]
     pub(crate) fn manifest(
         &mut self,
         store: &mut Store<PluginState>,
@@ -68,6 +71,7 @@ impl Guest {
     }
 
     /// Export `init`.
+    #[inline]
     pub(crate) fn init(&mut self, store: &mut Store<PluginState>) -> Call<()> {
         match self {
             Guest::V0_1(g) => g.init(store),
@@ -75,6 +79,7 @@ impl Guest {
     }
 
     /// Export `write-transport-parameter`, writing into the store's `out`.
+    #[inline]
     pub(crate) fn write_transport_parameter(
         &mut self,
         store: &mut Store<PluginState>,
@@ -87,6 +92,7 @@ impl Guest {
     }
 
     /// Export `decode-transport-parameter`, reading the store's `input`.
+    #[inline]
     pub(crate) fn decode_transport_parameter(
         &mut self,
         store: &mut Store<PluginState>,
@@ -99,6 +105,7 @@ impl Guest {
     }
 
     /// Export `should-send-frame`.
+    #[inline]
     pub(crate) fn should_send_frame(
         &mut self,
         store: &mut Store<PluginState>,
@@ -112,6 +119,7 @@ impl Guest {
     }
 
     /// Export `prepare-frame`.
+    #[inline]
     pub(crate) fn prepare_frame(
         &mut self,
         store: &mut Store<PluginState>,
@@ -125,6 +133,7 @@ impl Guest {
     }
 
     /// Export `frame-wire-len`.
+    #[inline]
     pub(crate) fn frame_wire_len(
         &mut self,
         store: &mut Store<PluginState>,
@@ -137,6 +146,7 @@ impl Guest {
     }
 
     /// Export `write-frame`, writing into the store's `out`.
+    #[inline]
     pub(crate) fn write_frame(
         &mut self,
         store: &mut Store<PluginState>,
@@ -149,6 +159,7 @@ impl Guest {
     }
 
     /// Export `on-frame-reserved`.
+    #[inline]
     pub(crate) fn on_frame_reserved(
         &mut self,
         store: &mut Store<PluginState>,
@@ -162,6 +173,7 @@ impl Guest {
     }
 
     /// Export `notify-frame`.
+    #[inline]
     pub(crate) fn notify_frame(
         &mut self,
         store: &mut Store<PluginState>,
@@ -175,6 +187,7 @@ impl Guest {
     }
 
     /// Export `parse-frame`, reading the store's `input`.
+    #[inline]
     pub(crate) fn parse_frame(
         &mut self,
         store: &mut Store<PluginState>,
@@ -187,6 +200,7 @@ impl Guest {
     }
 
     /// Export `process-frame`.
+    #[inline]
     pub(crate) fn process_frame(
         &mut self,
         store: &mut Store<PluginState>,
@@ -200,6 +214,7 @@ impl Guest {
     }
 
     /// Export `log-frame`.
+    #[inline]
     pub(crate) fn log_frame(
         &mut self,
         store: &mut Store<PluginState>,
@@ -212,6 +227,7 @@ impl Guest {
     }
 
     /// Export `on-plugin-timeout`.
+    #[inline]
     pub(crate) fn on_plugin_timeout(
         &mut self,
         store: &mut Store<PluginState>,
@@ -224,6 +240,7 @@ impl Guest {
     }
 
     /// Export `plugin-control`.
+    #[inline]
     pub(crate) fn plugin_control(
         &mut self,
         store: &mut Store<PluginState>,

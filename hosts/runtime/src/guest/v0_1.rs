@@ -5,7 +5,8 @@
 //! version-independent host API; the exports are called through [`Guest`].
 //! Conversions move lists and strings, so they cost no allocation, except
 //! where a routine lends a value the host keeps (`process-frame`'s frame,
-//! `plugin-control`'s arguments), which is copied for the call.
+//! `plugin-control`'s arguments): that is copied for the call, into buffers
+//! kept from call to call for ACK ranges and the arguments themselves.
 
 use crate::abi as m;
 use crate::state::{InBufRep, OutBufRep, PluginState};
@@ -42,21 +43,56 @@ pub(crate) struct Guest {
     /// Reused for `plugin-control`'s arguments, so calls with arguments that
     /// own no heap memory do not allocate.
     args: Vec<t::PluginVal>,
+    /// Reused for the ranges of the ACK frames lent to `process-frame` and
+    /// `log-frame` (observers of ACK see one per packet received).
+    ack_ranges: Vec<(u64, u64)>,
 }
 
 /// The inner result in the model's error type.
+#[inline]
 fn model<T, U: From<T>>(r: Call<T>) -> wasmtime::Result<Result<U, m::Error>> {
     r.map(|r| r.map(U::from).map_err(m::Error::from))
 }
 
 impl Guest {
+    #[inline]
     pub(crate) fn new(bindings: Plugin) -> Guest {
         Guest {
             bindings,
             args: Vec::new(),
+            ack_ranges: Vec::new(),
         }
     }
 
+    /// A frame the host keeps, as the generated type: copied, with an ACK
+    /// frame's ranges in the reused buffer (see [`Self::reclaim_frame`]).
+    #[inline]
+    fn lend_frame(&mut self, frame: &m::Frame) -> t::Frame {
+        match frame {
+            m::Frame::Ack(ack) => {
+                let mut ranges = std::mem::take(&mut self.ack_ranges);
+                ranges.extend_from_slice(&ack.ranges);
+                t::Frame::Ack(t::AckFrame {
+                    largest_acknowledged: ack.largest_acknowledged,
+                    ack_delay: ack.ack_delay,
+                    ranges,
+                    ecn: ack.ecn.map(Into::into),
+                })
+            }
+            other => t::Frame::from(other),
+        }
+    }
+
+    /// Takes back the buffer a lent ACK frame's ranges used.
+    #[inline]
+    fn reclaim_frame(&mut self, frame: t::Frame) {
+        if let t::Frame::Ack(ack) = frame {
+            self.ack_ranges = ack.ranges;
+            self.ack_ranges.clear();
+        }
+    }
+
+    #[inline]
     pub(crate) fn manifest(
         &mut self,
         store: &mut Store<PluginState>,
@@ -65,10 +101,12 @@ impl Guest {
         routines.call_manifest(store).map(m::PluginManifest::from)
     }
 
+    #[inline]
     pub(crate) fn init(&mut self, store: &mut Store<PluginState>) -> super::Call<()> {
         model(self.bindings.core_quic_plugin_routines().call_init(store))
     }
 
+    #[inline]
     pub(crate) fn write_transport_parameter(
         &mut self,
         store: &mut Store<PluginState>,
@@ -80,6 +118,7 @@ impl Guest {
         model(routines.call_write_transport_parameter(store, anchor.into(), id, out))
     }
 
+    #[inline]
     pub(crate) fn decode_transport_parameter(
         &mut self,
         store: &mut Store<PluginState>,
@@ -91,6 +130,7 @@ impl Guest {
         model(routines.call_decode_transport_parameter(store, anchor.into(), id, value))
     }
 
+    #[inline]
     pub(crate) fn should_send_frame(
         &mut self,
         store: &mut Store<PluginState>,
@@ -102,6 +142,7 @@ impl Guest {
         model(routines.call_should_send_frame(store, anchor.into(), frame_type, ctx.into()))
     }
 
+    #[inline]
     pub(crate) fn prepare_frame(
         &mut self,
         store: &mut Store<PluginState>,
@@ -115,6 +156,7 @@ impl Guest {
             .map(|r| r.map(|f| f.map(m::ExtFrame::from)).map_err(m::Error::from))
     }
 
+    #[inline]
     pub(crate) fn frame_wire_len(
         &mut self,
         store: &mut Store<PluginState>,
@@ -125,6 +167,7 @@ impl Guest {
         model(routines.call_frame_wire_len(store, anchor.into(), frame.into()))
     }
 
+    #[inline]
     pub(crate) fn write_frame(
         &mut self,
         store: &mut Store<PluginState>,
@@ -136,6 +179,7 @@ impl Guest {
         model(routines.call_write_frame(store, anchor.into(), frame.into(), out))
     }
 
+    #[inline]
     pub(crate) fn on_frame_reserved(
         &mut self,
         store: &mut Store<PluginState>,
@@ -147,6 +191,7 @@ impl Guest {
         model(routines.call_on_frame_reserved(store, anchor.into(), frame.into(), ctx.into()))
     }
 
+    #[inline]
     pub(crate) fn notify_frame(
         &mut self,
         store: &mut Store<PluginState>,
@@ -158,6 +203,7 @@ impl Guest {
         model(routines.call_notify_frame(store, anchor.into(), frame.into(), outcome.into()))
     }
 
+    #[inline]
     pub(crate) fn parse_frame(
         &mut self,
         store: &mut Store<PluginState>,
@@ -169,6 +215,7 @@ impl Guest {
         model(routines.call_parse_frame(store, anchor.into(), frame_type, payload))
     }
 
+    #[inline]
     pub(crate) fn process_frame(
         &mut self,
         store: &mut Store<PluginState>,
@@ -176,22 +223,28 @@ impl Guest {
         frame: &m::Frame,
         ctx: m::RxContext,
     ) -> super::Call<()> {
-        let frame = t::Frame::from(frame);
+        let frame = self.lend_frame(frame);
         let routines = self.bindings.core_quic_plugin_routines();
-        model(routines.call_process_frame(store, anchor.into(), &frame, ctx.into()))
+        let r = routines.call_process_frame(store, anchor.into(), &frame, ctx.into());
+        self.reclaim_frame(frame);
+        model(r)
     }
 
+    #[inline]
     pub(crate) fn log_frame(
         &mut self,
         store: &mut Store<PluginState>,
         anchor: m::Anchor,
         frame: &m::Frame,
     ) -> super::Call<String> {
-        let frame = t::Frame::from(frame);
+        let frame = self.lend_frame(frame);
         let routines = self.bindings.core_quic_plugin_routines();
-        model(routines.call_log_frame(store, anchor.into(), &frame))
+        let r = routines.call_log_frame(store, anchor.into(), &frame);
+        self.reclaim_frame(frame);
+        model(r)
     }
 
+    #[inline]
     pub(crate) fn on_plugin_timeout(
         &mut self,
         store: &mut Store<PluginState>,
@@ -205,25 +258,36 @@ impl Guest {
         )
     }
 
+    #[inline]
     pub(crate) fn plugin_control(
         &mut self,
         store: &mut Store<PluginState>,
         id: u64,
         args: &[m::PluginVal],
     ) -> super::Call<Vec<m::PluginVal>> {
-        self.args.clear();
-        self.args.extend(args.iter().map(t::PluginVal::from));
+        // `args` is left empty after each call, and most calls pass none.
+        if !args.is_empty() {
+            self.args.extend(args.iter().map(t::PluginVal::from));
+        }
         let routines = self.bindings.core_quic_plugin_routines();
         let r = routines.call_plugin_control(store, id, &self.args);
-        self.args.clear();
+        if !self.args.is_empty() {
+            self.args.clear();
+        }
         r.map(|r| r.map(vals_into_model).map_err(m::Error::from))
     }
 }
 
+#[inline]
 fn vals_into_model(vals: Vec<t::PluginVal>) -> Vec<m::PluginVal> {
+    // Most results are empty; the conversion in place is not free even then.
+    if vals.is_empty() {
+        return Vec::new();
+    }
     vals.into_iter().map(m::PluginVal::from).collect()
 }
 
+#[inline]
 fn vals_from_model(vals: Vec<m::PluginVal>) -> Vec<t::PluginVal> {
     vals.into_iter().map(t::PluginVal::from).collect()
 }
@@ -231,36 +295,44 @@ fn vals_from_model(vals: Vec<m::PluginVal>) -> Vec<t::PluginVal> {
 // The host imports: conversions onto `PluginState`'s host API.
 
 impl host::HostOutBuf for PluginState {
+    #[inline]
     fn capacity(&mut self, _: Resource<OutBufRep>) -> u64 {
         self.out_buf_capacity()
     }
 
+    #[inline]
     fn written(&mut self, _: Resource<OutBufRep>) -> u64 {
         self.out_buf_written()
     }
 
+    #[inline]
     fn put(&mut self, _: Resource<OutBufRep>, data: Vec<u8>) -> Result<(), t::Error> {
         Ok(self.out_buf_put(&data)?)
     }
 
+    #[inline]
     fn put_zeros(&mut self, _: Resource<OutBufRep>, count: u64) -> Result<(), t::Error> {
         Ok(self.out_buf_put_zeros(count)?)
     }
 
+    #[inline]
     fn drop(&mut self, _: Resource<OutBufRep>) -> wasmtime::Result<()> {
         Ok(())
     }
 }
 
 impl host::HostInBuf for PluginState {
+    #[inline]
     fn len(&mut self, _: Resource<InBufRep>) -> u64 {
         self.in_buf_len()
     }
 
+    #[inline]
     fn read(&mut self, _: Resource<InBufRep>, offset: u64, len: u64) -> Result<Vec<u8>, t::Error> {
         Ok(self.in_buf_read(offset, len)?)
     }
 
+    #[inline]
     fn drop(&mut self, _: Resource<InBufRep>) -> wasmtime::Result<()> {
         Ok(())
     }
@@ -269,51 +341,63 @@ impl host::HostInBuf for PluginState {
 impl t::Host for PluginState {}
 
 impl host::Host for PluginState {
+    #[inline]
     fn get_field(&mut self, field: t::FieldRef) -> Result<t::PluginVal, t::Error> {
         Ok(PluginState::get_field(self, field.into())?.into())
     }
 
+    #[inline]
     fn get_fields(&mut self, fields: Vec<t::FieldRef>) -> Result<Vec<t::PluginVal>, t::Error> {
         let fields = fields.into_iter().map(m::FieldRef::from);
         Ok(vals_from_model(PluginState::get_fields(self, fields)?))
     }
 
+    #[inline]
     fn set_field(&mut self, field: t::FieldRef, value: t::PluginVal) -> Result<(), t::Error> {
         Ok(PluginState::set_field(self, field.into(), value.into())?)
     }
 
+    #[inline]
     fn register_frame(&mut self, registration: t::FrameRegistration) -> Result<(), t::Error> {
         Ok(PluginState::register_frame(self, registration.into())?)
     }
 
+    #[inline]
     fn unregister_frame(&mut self, frame_type: u64) -> Result<(), t::Error> {
         Ok(PluginState::unregister_frame(self, frame_type)?)
     }
 
+    #[inline]
     fn register_transport_parameter(&mut self, id: u64) -> Result<(), t::Error> {
         Ok(PluginState::register_transport_parameter(self, id)?)
     }
 
+    #[inline]
     fn enable(&mut self) {
         PluginState::enable(self)
     }
 
+    #[inline]
     fn set_timer(&mut self, id: u64, at: u64) -> Result<(), t::Error> {
         Ok(PluginState::set_timer(self, id, at)?)
     }
 
+    #[inline]
     fn cancel_timer(&mut self, id: u64) -> Result<(), t::Error> {
         Ok(PluginState::cancel_timer(self, id)?)
     }
 
+    #[inline]
     fn now(&mut self) -> u64 {
         PluginState::now(self)
     }
 
+    #[inline]
     fn random_bytes(&mut self, len: u32) -> Result<Vec<u8>, t::Error> {
         Ok(PluginState::random_bytes(self, len)?)
     }
 
+    #[inline]
     fn log(
         &mut self,
         level: t::LogLevel,
@@ -324,10 +408,12 @@ impl host::Host for PluginState {
         Ok(PluginState::log(self, level.into(), message, fields)?)
     }
 
+    #[inline]
     fn send_frame(&mut self, frame: t::Frame) -> Result<(), t::Error> {
         Ok(PluginState::send_frame(self, frame.into())?)
     }
 
+    #[inline]
     fn call_plugin_control(
         &mut self,
         id: u64,
@@ -442,10 +528,6 @@ same_variants! {
         PathChallenge(x), PathResponse(x), ConnectionClose(x), HandshakeDone, Datagram(x),
         Extension(x),
     }
-    PluginVal {
-        None, Bool(x), U32(x), U64(x), S64(x), F64(x), Bytes(x), String(x), Duration(x),
-        Instant(x), SocketAddr(x), Frame(x), PacketType(x), PnSpace(x),
-    }
     Error {
         Denied(x), Unsupported(x), InvalidArgument(x), BufferTooShort(x), NotFound(x),
         Failed(x), Plugin(x),
@@ -473,6 +555,7 @@ same_fields! {
 }
 
 impl From<m::AckFrame> for t::AckFrame {
+    #[inline]
     fn from(v: m::AckFrame) -> Self {
         t::AckFrame {
             largest_acknowledged: v.largest_acknowledged,
@@ -484,6 +567,7 @@ impl From<m::AckFrame> for t::AckFrame {
 }
 
 impl From<t::AckFrame> for m::AckFrame {
+    #[inline]
     fn from(v: t::AckFrame) -> Self {
         m::AckFrame {
             largest_acknowledged: v.largest_acknowledged,
@@ -515,6 +599,7 @@ impl From<t::FieldRef> for m::FieldRef {
 }
 
 impl From<t::PluginManifest> for m::PluginManifest {
+    #[inline]
     fn from(v: t::PluginManifest) -> Self {
         m::PluginManifest {
             name: v.name,
@@ -538,10 +623,60 @@ impl From<&m::Frame> for t::Frame {
     }
 }
 
+/// `plugin-val`, case by case. Written out rather than generated so that
+/// the scalar cases, which are most values, inline into the loops over
+/// argument and result lists; a frame, the largest case, converts out of line.
+macro_rules! plugin_val {
+    ($from:ident => $to:ident, $v:expr, $copy:expr, $frame:expr, |$x:ident| $own:expr) => {
+        match $v {
+            $from::PluginVal::None => $to::PluginVal::None,
+            $from::PluginVal::Bool($x) => $to::PluginVal::Bool($copy($x)),
+            $from::PluginVal::U32($x) => $to::PluginVal::U32($copy($x)),
+            $from::PluginVal::U64($x) => $to::PluginVal::U64($copy($x)),
+            $from::PluginVal::S64($x) => $to::PluginVal::S64($copy($x)),
+            $from::PluginVal::F64($x) => $to::PluginVal::F64($copy($x)),
+            $from::PluginVal::Duration($x) => $to::PluginVal::Duration($copy($x)),
+            $from::PluginVal::Instant($x) => $to::PluginVal::Instant($copy($x)),
+            $from::PluginVal::PacketType($x) => $to::PluginVal::PacketType($copy($x).into()),
+            $from::PluginVal::PnSpace($x) => $to::PluginVal::PnSpace($copy($x).into()),
+            $from::PluginVal::SocketAddr($x) => $to::PluginVal::SocketAddr($copy($x).into()),
+            $from::PluginVal::Bytes($x) => $to::PluginVal::Bytes($own),
+            $from::PluginVal::String($x) => $to::PluginVal::String($own),
+            $from::PluginVal::Frame($x) => $to::PluginVal::Frame($frame($x)),
+        }
+    };
+}
+
+impl From<m::PluginVal> for t::PluginVal {
+    #[inline]
+    fn from(v: m::PluginVal) -> Self {
+        #[inline(never)]
+        fn frame(f: m::Frame) -> t::Frame {
+            f.into()
+        }
+        plugin_val!(m => t, v, std::convert::identity, frame, |x| x)
+    }
+}
+
+impl From<t::PluginVal> for m::PluginVal {
+    #[inline]
+    fn from(v: t::PluginVal) -> Self {
+        #[inline(never)]
+        fn frame(f: t::Frame) -> m::Frame {
+            f.into()
+        }
+        plugin_val!(t => m, v, std::convert::identity, frame, |x| x)
+    }
+}
+
 /// A value the host keeps, lent to a routine: copied.
 impl From<&m::PluginVal> for t::PluginVal {
     #[inline]
     fn from(v: &m::PluginVal) -> Self {
-        v.clone().into()
+        #[inline(never)]
+        fn frame(f: &m::Frame) -> t::Frame {
+            f.into()
+        }
+        plugin_val!(m => t, v, Clone::clone, frame, |x| x.clone())
     }
 }

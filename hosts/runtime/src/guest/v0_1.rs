@@ -680,3 +680,197 @@ impl From<&m::PluginVal> for t::PluginVal {
         plugin_val!(m => t, v, Clone::clone, frame, |x| x.clone())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{m, t};
+
+    fn frames() -> Vec<m::Frame> {
+        let ext = m::ExtFrame {
+            frame_type: 0x3f5e,
+            tag: 7,
+        };
+        vec![
+            m::Frame::Padding(3),
+            m::Frame::Ping,
+            m::Frame::Ack(m::AckFrame {
+                largest_acknowledged: 9,
+                ack_delay: 25_000,
+                ranges: vec![(7, 9), (1, 3)],
+                ecn: Some(m::EcnCounts {
+                    ect0: 1,
+                    ect1: 2,
+                    ce: 3,
+                }),
+            }),
+            m::Frame::ResetStream(m::ResetStreamFrame {
+                stream_id: 4,
+                error_code: 5,
+                final_size: 6,
+            }),
+            m::Frame::StopSending(m::StopSendingFrame {
+                stream_id: 4,
+                error_code: 5,
+            }),
+            m::Frame::Crypto(m::CryptoFrame {
+                offset: 1,
+                length: 2,
+            }),
+            m::Frame::NewToken(vec![1, 2, 3]),
+            m::Frame::Stream(m::StreamFrame {
+                stream_id: 8,
+                offset: 0,
+                length: 10,
+                fin: true,
+            }),
+            m::Frame::MaxData(1 << 20),
+            m::Frame::MaxStreamData(m::MaxStreamDataFrame {
+                stream_id: 8,
+                maximum: 100,
+            }),
+            m::Frame::MaxStreams(m::StreamsFrame {
+                bidirectional: true,
+                maximum: 10,
+            }),
+            m::Frame::DataBlocked(5),
+            m::Frame::StreamDataBlocked(m::StreamDataBlockedFrame {
+                stream_id: 8,
+                limit: 100,
+            }),
+            m::Frame::StreamsBlocked(m::StreamsFrame {
+                bidirectional: false,
+                maximum: 3,
+            }),
+            m::Frame::NewConnectionId(m::NewConnectionIdFrame {
+                sequence: 1,
+                retire_prior_to: 0,
+                connection_id: vec![0xab; 8],
+                stateless_reset_token: vec![0xcd; 16],
+            }),
+            m::Frame::RetireConnectionId(1),
+            m::Frame::PathChallenge(0x0102_0304_0506_0708),
+            m::Frame::PathResponse(0x0807_0605_0403_0201),
+            m::Frame::ConnectionClose(m::ConnectionCloseFrame {
+                application: false,
+                error_code: 0x0a,
+                frame_type: Some(0x06),
+                reason: b"bye".to_vec(),
+            }),
+            m::Frame::HandshakeDone,
+            m::Frame::Datagram(1200),
+            m::Frame::Extension(ext),
+        ]
+    }
+
+    fn values() -> Vec<m::PluginVal> {
+        let addr: std::net::SocketAddr = "[2001:db8::1]:4433".parse().unwrap();
+        let mut values = vec![
+            m::PluginVal::None,
+            m::PluginVal::Bool(true),
+            m::PluginVal::U32(7),
+            m::PluginVal::U64(u64::MAX),
+            m::PluginVal::S64(-42),
+            m::PluginVal::F64(0.5),
+            m::PluginVal::Bytes(vec![1, 2]),
+            m::PluginVal::String("text".into()),
+            m::PluginVal::Duration(1_000),
+            m::PluginVal::Instant(2_000),
+            m::PluginVal::from(addr),
+            m::PluginVal::from("192.0.2.1:443".parse::<std::net::SocketAddr>().unwrap()),
+            m::PluginVal::PacketType(m::PacketType::ZeroRtt),
+            m::PluginVal::PnSpace(m::PnSpace::ApplicationData),
+        ];
+        values.extend(frames().into_iter().map(m::PluginVal::Frame));
+        values
+    }
+
+    fn errors() -> Vec<m::Error> {
+        vec![
+            m::Error::Denied("no".into()),
+            m::Error::Unsupported("field".into()),
+            m::Error::InvalidArgument("arg".into()),
+            m::Error::BufferTooShort(12),
+            m::Error::NotFound("timer 3".into()),
+            m::Error::Failed("trap".into()),
+            m::Error::Plugin(99),
+        ]
+    }
+
+    /// Every value converts to the generated type and back unchanged, and
+    /// prints (`Debug`, and `Display` for errors) as the bindings print it.
+    #[test]
+    fn values_round_trip_and_print_as_the_bindings_do() {
+        for v in values() {
+            let g = t::PluginVal::from(&v);
+            assert_eq!(format!("{v:?}"), format!("{g:?}"));
+            assert_eq!(m::PluginVal::from(g), v);
+        }
+        for e in errors() {
+            let g = t::Error::from(e.clone());
+            assert_eq!(format!("{e:?}"), format!("{g:?}"));
+            assert_eq!(e.to_string(), g.to_string());
+            assert_eq!(m::Error::from(g), e);
+        }
+        let manifest = t::PluginManifest {
+            name: "p".into(),
+            version: "1.0.0".into(),
+            abi_version: "0.1.0".into(),
+            bindings: vec![t::Binding {
+                routine: t::Routine::PluginControl,
+                anchor: t::Anchor::Define,
+                param: 3,
+            }],
+            reads: vec![t::FieldId::LargestAcked],
+            writes: vec![t::FieldId::Ssthresh],
+            permissions: vec![t::Permission::SendFrames],
+        };
+        let printed = format!("{manifest:?}");
+        assert_eq!(format!("{:?}", m::PluginManifest::from(manifest)), printed);
+        let ctx = m::SendContext {
+            packet_type: m::PacketType::OneRtt,
+            space: m::PnSpace::ApplicationData,
+            packet_number: 5,
+            position: m::SendPosition::AfterAck,
+            room: 1200,
+            now: 9,
+        };
+        assert_eq!(
+            format!("{ctx:?}"),
+            format!("{:?}", t::SendContext::from(ctx))
+        );
+        let reg = m::FrameRegistration {
+            frame_type: 0x42,
+            position: m::SendPosition::End,
+            ack_eliciting: true,
+            in_flight: false,
+        };
+        assert_eq!(
+            format!("{reg:?}"),
+            format!("{:?}", t::FrameRegistration::from(reg))
+        );
+        let field = m::FieldRef {
+            id: m::FieldId::NextPacketNumber,
+            space: Some(m::PnSpace::Handshake),
+        };
+        assert_eq!(m::FieldRef::from(t::FieldRef::from(field)), field);
+    }
+
+    /// The enums keep their WIT order, so a case is the same number on both
+    /// sides of the boundary.
+    #[test]
+    fn enums_keep_the_wit_order() {
+        for f in m::FieldId::ALL {
+            assert_eq!(t::FieldId::from(f) as u8, f as u8);
+            assert_eq!(format!("{f:?}"), format!("{:?}", t::FieldId::from(f)));
+        }
+        for r in m::Routine::ALL {
+            assert_eq!(t::Routine::from(r) as u8, r as u8);
+        }
+        for p in m::Permission::ALL {
+            assert_eq!(t::Permission::from(p) as u8, p as u8);
+        }
+        for a in m::Anchor::ALL {
+            assert_eq!(m::Anchor::from(t::Anchor::from(a)), a);
+        }
+    }
+}

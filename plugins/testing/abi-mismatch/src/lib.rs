@@ -14,7 +14,7 @@ impl Plugin for FutureAbi {
         // It also asks for a permission, so that a grant of `none` fails
         // too: the version check must come first (CQ-LOAD-4).
         Manifest::new("future-abi", "0.2.0")
-            .abi_version("0.2.0")
+            .abi_version("0.3.0")
             .permission(permission::LOGGING)
     }
 }

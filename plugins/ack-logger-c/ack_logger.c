@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "corequic_ids.h"
 #include "plugin.h"
 #include "plugin_abi_version.h"
 
@@ -36,17 +37,17 @@ static void *heap_copy(const void *src, size_t n, size_t size) {
 void exports_core_quic_plugin_routines_manifest(
     exports_core_quic_plugin_routines_plugin_manifest_t *ret) {
   static const core_quic_plugin_types_binding_t bindings[] = {
-      {CORE_QUIC_PLUGIN_TYPES_ROUTINE_PROCESS_FRAME,
-       CORE_QUIC_PLUGIN_TYPES_ANCHOR_AFTER, ACK},
-      {CORE_QUIC_PLUGIN_TYPES_ROUTINE_PROCESS_FRAME,
-       CORE_QUIC_PLUGIN_TYPES_ANCHOR_AFTER, ACK_ECN},
+      {COREQUIC_ROUTINE_PROCESS_FRAME, CORE_QUIC_PLUGIN_TYPES_ANCHOR_AFTER,
+       ACK},
+      {COREQUIC_ROUTINE_PROCESS_FRAME, CORE_QUIC_PLUGIN_TYPES_ANCHOR_AFTER,
+       ACK_ECN},
   };
-  static const core_quic_plugin_types_permission_t permissions[] = {
-      CORE_QUIC_PLUGIN_TYPES_PERMISSION_LOGGING,
+  static const core_quic_plugin_types_permission_id_t permissions[] = {
+      COREQUIC_PERMISSION_LOGGING,
   };
   memset(ret, 0, sizeof(*ret));
   plugin_string_dup(&ret->name, "ack-logger-c");
-  plugin_string_dup(&ret->version, "0.1.0");
+  plugin_string_dup(&ret->version, "0.2.0");
   plugin_string_dup(&ret->abi_version, COREQUIC_ABI_VERSION);
   ret->bindings.len = sizeof(bindings) / sizeof(bindings[0]);
   ret->bindings.ptr =
@@ -55,6 +56,9 @@ void exports_core_quic_plugin_routines_manifest(
   ret->permissions.ptr =
       heap_copy(permissions, ret->permissions.len, sizeof(permissions[0]));
 }
+
+// The host reported this plugin's log budget spent on this connection.
+static bool budget_spent = false;
 
 bool exports_core_quic_plugin_routines_init(error_t *err) {
   (void)err;
@@ -79,21 +83,27 @@ static core_quic_plugin_host_tuple2_string_plugin_val_t field(const char *key,
   return f;
 }
 
+// The frame as data: ACK is [largest-acknowledged, ack-delay, ranges…],
+// ACK_ECN [largest-acknowledged, ack-delay, ect0, ect1, ce, ranges…], each
+// range two values (specification chapter 9).
 bool exports_core_quic_plugin_routines_process_frame(
     exports_core_quic_plugin_routines_anchor_t anchor,
     exports_core_quic_plugin_routines_frame_t *frame,
     exports_core_quic_plugin_routines_rx_context_t *ctx, error_t *err) {
   (void)anchor;
   bool ok = true;
-  if (frame->tag == CORE_QUIC_PLUGIN_TYPES_FRAME_ACK) {
-    const core_quic_plugin_types_ack_frame_t *ack = &frame->val.ack;
+  size_t fixed = frame->frame_type == ACK_ECN ? 5 : 2;
+  const plugin_list_u64_t *v = &frame->values;
+  bool is_ack = frame->frame_type == ACK || frame->frame_type == ACK_ECN;
+  if (is_ack && v->len >= fixed && (v->len - fixed) % 2 == 0 &&
+      !budget_spent) {
     core_quic_plugin_host_tuple2_string_plugin_val_t fields[] = {
         field("largest-acknowledged", CORE_QUIC_PLUGIN_TYPES_PLUGIN_VAL_U64,
-              ack->largest_acknowledged),
+              v->ptr[0]),
         field("ack-delay", CORE_QUIC_PLUGIN_TYPES_PLUGIN_VAL_DURATION,
-              ack->ack_delay),
+              v->ptr[1]),
         field("ranges", CORE_QUIC_PLUGIN_TYPES_PLUGIN_VAL_U64,
-              ack->ranges.len),
+              (v->len - fixed) / 2),
         field("packet-number", CORE_QUIC_PLUGIN_TYPES_PLUGIN_VAL_U64,
               ctx->packet_number),
     };
@@ -102,9 +112,12 @@ bool exports_core_quic_plugin_routines_process_frame(
     plugin_string_t message;
     plugin_string_set(&message, "ack processed");
     // A refused log call fails the routine with the host's error, as the
-    // Rust plugin's `?` does.
+    // Rust plugin's `?` does. Once the host reports the log budget spent,
+    // records are no longer built (the host would drop them).
+    uint64_t left = 0;
     ok = core_quic_plugin_host_log(CORE_QUIC_PLUGIN_TYPES_LOG_LEVEL_INFO,
-                                   &message, &list, err);
+                                   &message, &list, &left, err);
+    budget_spent = ok && left == 0;
   }
   exports_core_quic_plugin_routines_frame_free(frame);
   return ok;
@@ -115,8 +128,9 @@ bool exports_core_quic_plugin_routines_process_frame(
 // `unsupported` and frees what it owns.
 
 static bool not_bound(error_t *err) {
-  err->tag = CORE_QUIC_PLUGIN_TYPES_ERROR_UNSUPPORTED;
-  plugin_string_dup(&err->val.unsupported, "routine not bound by ack-logger-c");
+  err->kind = COREQUIC_ERROR_UNSUPPORTED;
+  err->value = 0;
+  plugin_string_dup(&err->message, "routine not bound by ack-logger-c");
   return false;
 }
 
@@ -145,28 +159,13 @@ bool exports_core_quic_plugin_routines_should_send_frame(
   return not_bound(err);
 }
 
-bool exports_core_quic_plugin_routines_prepare_frame(
+bool exports_core_quic_plugin_routines_write_frame(
     exports_core_quic_plugin_routines_anchor_t anchor,
     exports_core_quic_plugin_routines_frame_type_t frame_type,
     exports_core_quic_plugin_routines_send_context_t *ctx,
-    exports_core_quic_plugin_routines_option_ext_frame_t *ret, error_t *err) {
-  (void)anchor, (void)frame_type, (void)ctx, (void)ret;
-  return not_bound(err);
-}
-
-bool exports_core_quic_plugin_routines_frame_wire_len(
-    exports_core_quic_plugin_routines_anchor_t anchor,
-    exports_core_quic_plugin_routines_ext_frame_t *frame, uint64_t *ret,
-    error_t *err) {
-  (void)anchor, (void)frame, (void)ret;
-  return not_bound(err);
-}
-
-bool exports_core_quic_plugin_routines_write_frame(
-    exports_core_quic_plugin_routines_anchor_t anchor,
-    exports_core_quic_plugin_routines_ext_frame_t *frame,
-    exports_core_quic_plugin_routines_borrow_out_buf_t out, error_t *err) {
-  (void)anchor, (void)frame, (void)out;
+    exports_core_quic_plugin_routines_borrow_out_buf_t out,
+    plugin_option_u64_t *ret, error_t *err) {
+  (void)anchor, (void)frame_type, (void)ctx, (void)out, (void)ret;
   return not_bound(err);
 }
 
@@ -217,7 +216,18 @@ bool exports_core_quic_plugin_routines_plugin_control(
     exports_core_quic_plugin_routines_list_plugin_val_t *ret, error_t *err) {
   (void)id, (void)ret;
   exports_core_quic_plugin_routines_list_plugin_val_free(args);
-  err->tag = CORE_QUIC_PLUGIN_TYPES_ERROR_NOT_FOUND;
-  plugin_string_dup(&err->val.not_found, "unknown plugin-control id");
+  err->kind = COREQUIC_ERROR_NOT_FOUND;
+  err->value = 0;
+  plugin_string_dup(&err->message, "unknown plugin-control id");
   return false;
+}
+
+bool exports_core_quic_plugin_routines_call_routine(
+    exports_core_quic_plugin_routines_routine_id_t routine,
+    exports_core_quic_plugin_routines_anchor_t anchor, uint64_t param,
+    exports_core_quic_plugin_routines_list_plugin_val_t *args,
+    exports_core_quic_plugin_routines_list_plugin_val_t *ret, error_t *err) {
+  (void)routine, (void)anchor, (void)param, (void)ret;
+  exports_core_quic_plugin_routines_list_plugin_val_free(args);
+  return not_bound(err);
 }

@@ -18,10 +18,10 @@ struct AckLogger;
 
 impl Plugin for AckLogger {
     fn manifest() -> Manifest {
-        Manifest::new("ack-logger", "0.1.0")
-            .bind(Routine::ProcessFrame, Anchor::After, ACK)
-            .bind(Routine::ProcessFrame, Anchor::After, ACK_ECN)
-            .permission(Permission::Logging)
+        Manifest::new("ack-logger", "0.2.0")
+            .bind(routine::PROCESS_FRAME, Anchor::After, ACK)
+            .bind(routine::PROCESS_FRAME, Anchor::After, ACK_ECN)
+            .permission(permission::LOGGING)
     }
 
     fn init(&mut self) -> Result<()> {
@@ -30,7 +30,7 @@ impl Plugin for AckLogger {
     }
 
     fn process_frame(&mut self, _: Anchor, frame: Frame, ctx: RxContext) -> Result<()> {
-        let Frame::Ack(ack) = frame else {
+        let Some(ack) = frame.ack() else {
             return Ok(());
         };
         host::log(
@@ -42,7 +42,7 @@ impl Plugin for AckLogger {
                     PluginVal::U64(ack.largest_acknowledged),
                 ),
                 ("ack-delay", PluginVal::Duration(ack.ack_delay)),
-                ("ranges", PluginVal::U64(ack.ranges.len() as u64)),
+                ("ranges", PluginVal::U64(ack.range_count() as u64)),
                 ("packet-number", PluginVal::U64(ctx.packet_number)),
             ],
         )

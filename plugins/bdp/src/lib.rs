@@ -20,7 +20,7 @@ const FRAME_BDP: u64 = 0xBD;
 /// plugin-control: the remembered congestion window (u64 bytes).
 const CONTROL_SET_WINDOW: u64 = 0x80000;
 /// Frame type (2-byte varint) plus the 8-byte value.
-const FRAME_LEN: u64 = 10;
+const FRAME_LEN: usize = 10;
 /// Accepted windows: at least two full-size datagrams, at most 1 GiB.
 const MIN_WINDOW: u64 = 2 * 1200;
 const MAX_WINDOW: u64 = 1 << 30;
@@ -44,18 +44,18 @@ struct Bdp {
 
 impl Plugin for Bdp {
     fn manifest() -> Manifest {
-        Manifest::new("bdp", "0.1.0")
+        Manifest::new("bdp", "0.2.0")
             .define_transport_parameter(TP_BDP)
             .define_frame(FRAME_BDP)
             .control(CONTROL_SET_WINDOW)
-            .reads(&[FieldId::IsServer])
-            .writes(&[FieldId::CongestionWindow, FieldId::Ssthresh])
-            .permission(Permission::Registration)
-            .permission(Permission::Logging)
+            .reads(&[field::IS_SERVER])
+            .writes(&[field::CONGESTION_WINDOW, field::SSTHRESH])
+            .permission(permission::REGISTRATION)
+            .permission(permission::LOGGING)
     }
 
     fn init(&mut self) -> Result<()> {
-        self.is_server = matches!(host::get(FieldId::IsServer)?, PluginVal::Bool(true));
+        self.is_server = matches!(host::get(field::IS_SERVER)?, PluginVal::Bool(true));
         // The frame is registered only while there is a window to send, so
         // the host does not ask about it for every packet.
         host::register_transport_parameter(TP_BDP)
@@ -77,22 +77,21 @@ impl Plugin for Bdp {
             && ctx.packet_type == PacketType::OneRtt)
     }
 
-    fn prepare_frame(&mut self, _: Anchor, _: u64, _: SendContext) -> Result<Option<ExtFrame>> {
-        Ok(self.to_send.map(|w| ExtFrame {
-            frame_type: FRAME_BDP,
-            tag: w,
-        }))
-    }
-
-    fn frame_wire_len(&mut self, _: Anchor, _: ExtFrame) -> Result<u64> {
-        Ok(FRAME_LEN)
-    }
-
-    fn write_frame(&mut self, _: Anchor, frame: ExtFrame, out: &OutBuf) -> Result<()> {
-        let mut bytes = Vec::with_capacity(FRAME_LEN as usize);
+    fn write_frame(
+        &mut self,
+        _: Anchor,
+        _: u64,
+        _: SendContext,
+        out: &OutBuf,
+    ) -> Result<Option<u64>> {
+        let Some(window) = self.to_send else {
+            return Ok(None);
+        };
+        let mut bytes = Vec::with_capacity(FRAME_LEN);
         varint::encode(FRAME_BDP, &mut bytes);
-        bytes.extend_from_slice(&frame.tag.to_be_bytes());
-        out.put(&bytes)
+        bytes.extend_from_slice(&window.to_be_bytes());
+        out.put(&bytes)?;
+        Ok(Some(window))
     }
 
     fn on_frame_reserved(&mut self, _: Anchor, _: ExtFrame, _: SendContext) -> Result<()> {
@@ -125,7 +124,7 @@ impl Plugin for Bdp {
     }
 
     fn process_frame(&mut self, _: Anchor, frame: Frame, _: RxContext) -> Result<()> {
-        let Frame::Extension(ExtFrame { tag: window, .. }) = frame else {
+        let Some(ExtFrame { tag: window, .. }) = frame.ext() else {
             return Ok(());
         };
         if !self.is_server {
@@ -141,8 +140,8 @@ impl Plugin for Bdp {
         // A controller without a window to set (CQ-FIELD-8) refuses the
         // write: the connection then goes on as if no window was remembered,
         // since failing the routine would close it.
-        match host::set(FieldId::CongestionWindow, PluginVal::U64(window))
-            .and_then(|()| host::set(FieldId::Ssthresh, PluginVal::U64(window)))
+        match host::set(field::CONGESTION_WINDOW, PluginVal::U64(window))
+            .and_then(|()| host::set(field::SSTHRESH, PluginVal::U64(window)))
         {
             Ok(()) => host::log(
                 LogLevel::Info,
@@ -161,9 +160,9 @@ impl Plugin for Bdp {
     }
 
     fn log_frame(&mut self, _: Anchor, frame: Frame) -> Result<String> {
-        match frame {
-            Frame::Extension(f) => Ok(String::from("BDP window=") + &text::decimal(f.tag)),
-            _ => Err(Error::InvalidArgument("not a BDP frame".into())),
+        match frame.ext() {
+            Some(f) => Ok(String::from("BDP window=") + &text::decimal(f.tag)),
+            None => Err(Error::invalid_argument("not a BDP frame")),
         }
     }
 
@@ -176,8 +175,8 @@ impl Plugin for Bdp {
                 }
                 Ok(Vec::new())
             }
-            (CONTROL_SET_WINDOW, _) => Err(Error::InvalidArgument("expected one u64".into())),
-            _ => Err(Error::NotFound(String::from("unknown plugin-control id"))),
+            (CONTROL_SET_WINDOW, _) => Err(Error::invalid_argument("expected one u64")),
+            _ => Err(Error::not_found("unknown plugin-control id")),
         }
     }
 }

@@ -17,7 +17,7 @@ const TP_DUMMY: u64 = 0xAAAA_AAAA;
 const FRAME_DUMMY: u64 = 0x42;
 const PADDING_TOGGLE: u64 = 0x80001;
 /// Frame type (2-byte varint) plus the counter byte.
-const FRAME_LEN: u64 = 3;
+const FRAME_LEN: usize = 3;
 
 fn register_frame() -> Result<()> {
     host::register_frame(FrameRegistration {
@@ -48,12 +48,12 @@ impl Default for Dummy {
 
 impl Plugin for Dummy {
     fn manifest() -> Manifest {
-        Manifest::new("dummy", "0.1.0")
+        Manifest::new("dummy", "0.2.0")
             .define_transport_parameter(TP_DUMMY)
             .define_frame(FRAME_DUMMY)
-            .permission(Permission::Registration)
-            .permission(Permission::PluginControl)
-            .permission(Permission::Logging)
+            .permission(permission::REGISTRATION)
+            .permission(permission::PLUGIN_CONTROL)
+            .permission(permission::LOGGING)
     }
 
     fn init(&mut self) -> Result<()> {
@@ -74,22 +74,18 @@ impl Plugin for Dummy {
         Ok(!self.in_flight && ctx.packet_type == PacketType::OneRtt)
     }
 
-    fn prepare_frame(&mut self, _: Anchor, _: u64, _: SendContext) -> Result<Option<ExtFrame>> {
-        Ok(Some(ExtFrame {
-            frame_type: FRAME_DUMMY,
-            tag: u64::from(self.counter),
-        }))
-    }
-
-    fn frame_wire_len(&mut self, _: Anchor, _: ExtFrame) -> Result<u64> {
-        Ok(FRAME_LEN)
-    }
-
-    fn write_frame(&mut self, _: Anchor, frame: ExtFrame, out: &OutBuf) -> Result<()> {
-        let mut bytes = Vec::with_capacity(FRAME_LEN as usize);
+    fn write_frame(
+        &mut self,
+        _: Anchor,
+        _: u64,
+        _: SendContext,
+        out: &OutBuf,
+    ) -> Result<Option<u64>> {
+        let mut bytes = Vec::with_capacity(FRAME_LEN);
         varint::encode(FRAME_DUMMY, &mut bytes);
-        bytes.push(frame.tag as u8);
-        out.put(&bytes)
+        bytes.push(self.counter);
+        out.put(&bytes)?;
+        Ok(Some(u64::from(self.counter)))
     }
 
     fn on_frame_reserved(&mut self, _: Anchor, _: ExtFrame, _: SendContext) -> Result<()> {
@@ -140,9 +136,9 @@ impl Plugin for Dummy {
     }
 
     fn log_frame(&mut self, _: Anchor, frame: Frame) -> Result<String> {
-        match frame {
-            Frame::Extension(f) => Ok(String::from("DUMMY counter=") + &text::decimal(f.tag)),
-            _ => Err(Error::InvalidArgument("not a DUMMY frame".into())),
+        match frame.ext() {
+            Some(f) => Ok(String::from("DUMMY counter=") + &text::decimal(f.tag)),
+            None => Err(Error::invalid_argument("not a DUMMY frame")),
         }
     }
 }

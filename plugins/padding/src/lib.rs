@@ -12,7 +12,7 @@
 
 extern crate alloc;
 
-use alloc::{string::String, vec, vec::Vec};
+use alloc::{vec, vec::Vec};
 use corequic_sdk::*;
 
 /// PADDING, offered at the end of every packet.
@@ -34,35 +34,33 @@ impl Padding {
     /// Halt sending after the packet being built, for a random 0–10 ms.
     fn halt(&mut self) -> Result<()> {
         let delay = host::random_u64()? % (MAX_DELAY_NS + 1);
-        host::set(FieldId::SendingHalted, PluginVal::Bool(true))?;
+        host::set(field::SENDING_HALTED, PluginVal::Bool(true))?;
         self.halted = true;
         host::set_timer(RESUME_TIMER, host::now().saturating_add(delay))
     }
 
     fn resume(&mut self) -> Result<()> {
         self.halted = false;
-        host::set(FieldId::SendingHalted, PluginVal::Bool(false))
+        host::set(field::SENDING_HALTED, PluginVal::Bool(false))
     }
 }
 
 impl Plugin for Padding {
     fn manifest() -> Manifest {
         let send = [
-            Routine::ShouldSendFrame,
-            Routine::PrepareFrame,
-            Routine::FrameWireLen,
-            Routine::WriteFrame,
-            Routine::OnFrameReserved,
+            routine::SHOULD_SEND_FRAME,
+            routine::WRITE_FRAME,
+            routine::ON_FRAME_RESERVED,
         ];
         send.into_iter()
-            .fold(Manifest::new("padding", "0.1.0"), |m, r| {
+            .fold(Manifest::new("padding", "0.2.0"), |m, r| {
                 m.bind(r, Anchor::Define, PADDING)
             })
             .control(CONTROL_TOGGLE)
-            .writes(&[FieldId::SendingHalted])
-            .permission(Permission::Registration)
-            .permission(Permission::Timers)
-            .permission(Permission::Randomness)
+            .writes(&[field::SENDING_HALTED])
+            .permission(permission::REGISTRATION)
+            .permission(permission::TIMERS)
+            .permission(permission::RANDOMNESS)
     }
 
     fn init(&mut self) -> Result<()> {
@@ -94,20 +92,17 @@ impl Plugin for Padding {
         Ok(true)
     }
 
-    fn prepare_frame(&mut self, _: Anchor, _: u64, ctx: SendContext) -> Result<Option<ExtFrame>> {
-        // The tag carries the number of padding bytes: all the room left.
-        Ok(Some(ExtFrame {
-            frame_type: PADDING,
-            tag: ctx.room,
-        }))
-    }
-
-    fn frame_wire_len(&mut self, _: Anchor, frame: ExtFrame) -> Result<u64> {
-        Ok(frame.tag)
-    }
-
-    fn write_frame(&mut self, _: Anchor, frame: ExtFrame, out: &OutBuf) -> Result<()> {
-        out.put_zeros(frame.tag)
+    fn write_frame(
+        &mut self,
+        _: Anchor,
+        _: u64,
+        ctx: SendContext,
+        out: &OutBuf,
+    ) -> Result<Option<u64>> {
+        // All the room left, as a run of PADDING frames; the tag is their
+        // number of bytes.
+        out.put_zeros(ctx.room)?;
+        Ok(Some(ctx.room))
     }
 
     fn on_frame_reserved(&mut self, _: Anchor, _: ExtFrame, _: SendContext) -> Result<()> {
@@ -128,8 +123,8 @@ impl Plugin for Padding {
                 }
                 Ok(vec![PluginVal::Bool(*on)])
             }
-            (CONTROL_TOGGLE, _) => Err(Error::InvalidArgument("expected one bool".into())),
-            _ => Err(Error::NotFound(String::from("unknown plugin-control id"))),
+            (CONTROL_TOGGLE, _) => Err(Error::invalid_argument("expected one bool")),
+            _ => Err(Error::not_found("unknown plugin-control id")),
         }
     }
 }

@@ -8,7 +8,7 @@
 
 extern crate alloc;
 
-use alloc::{string::String, vec, vec::Vec};
+use alloc::{vec, vec::Vec};
 use corequic_sdk::*;
 
 const PATH_RESPONSE: u64 = 0x1b;
@@ -26,12 +26,12 @@ struct Probe {
 
 impl Plugin for Probe {
     fn manifest() -> Manifest {
-        Manifest::new("probe", "0.1.0")
-            .bind(Routine::ProcessFrame, Anchor::After, PATH_RESPONSE)
+        Manifest::new("probe", "0.2.0")
+            .bind(routine::PROCESS_FRAME, Anchor::After, PATH_RESPONSE)
             .control(CONTROL_PROBE)
             .control(CONTROL_LATENCY)
-            .permission(Permission::SendFrames)
-            .permission(Permission::Randomness)
+            .permission(permission::SEND_FRAMES)
+            .permission(permission::RANDOMNESS)
     }
 
     fn init(&mut self) -> Result<()> {
@@ -40,7 +40,8 @@ impl Plugin for Probe {
     }
 
     fn process_frame(&mut self, _: Anchor, frame: Frame, ctx: RxContext) -> Result<()> {
-        if let (Frame::PathResponse(data), Some((sent, at))) = (frame, self.pending)
+        if let (PATH_RESPONSE, Some(data), Some((sent, at))) =
+            (frame.frame_type, frame.value(), self.pending)
             && data == sent
         {
             self.latency = Some(ctx.now.saturating_sub(at));
@@ -53,7 +54,7 @@ impl Plugin for Probe {
         match id {
             CONTROL_PROBE => {
                 let data = host::random_u64()?;
-                host::send_frame(Frame::PathChallenge(data))?;
+                host::send_frame(Frame::path_challenge(data))?;
                 self.pending = Some((data, host::now()));
                 Ok(vec![PluginVal::U64(data)])
             }
@@ -61,7 +62,7 @@ impl Plugin for Probe {
                 Some(l) => PluginVal::Duration(l),
                 None => PluginVal::None,
             }]),
-            _ => Err(Error::NotFound(String::from("unknown plugin-control id"))),
+            _ => Err(Error::not_found("unknown plugin-control id")),
         }
     }
 }

@@ -33,9 +33,7 @@ pub fn get_many(fields: &[FieldRef]) -> Result<Vec<PluginVal>> {
 pub fn get_u64(field: FieldId) -> Result<u64> {
     match get(field)? {
         PluginVal::U64(v) => Ok(v),
-        _ => Err(Error::InvalidArgument(String::from(
-            "the field is not a u64",
-        ))),
+        _ => Err(Error::invalid_argument("the field is not a u64")),
     }
 }
 
@@ -43,9 +41,7 @@ pub fn get_u64(field: FieldId) -> Result<u64> {
 pub fn get_duration(field: FieldId) -> Result<u64> {
     match get(field)? {
         PluginVal::Duration(v) => Ok(v),
-        _ => Err(Error::InvalidArgument(String::from(
-            "the field is not a duration",
-        ))),
+        _ => Err(Error::invalid_argument("the field is not a duration")),
     }
 }
 
@@ -108,14 +104,31 @@ pub fn random_u64() -> Result<u64> {
     Ok(u64::from_le_bytes(a))
 }
 
-/// A structured log record.
+/// A structured log record. Once the host has reported the plugin's log
+/// budget spent, the budget stays spent for the rest of the connection and
+/// records are neither built nor sent (the host would drop them).
 pub fn log(level: LogLevel, message: &str, fields: &[(&str, PluginVal)]) -> Result<()> {
+    if LOG_BUDGET_SPENT.get() {
+        return Ok(());
+    }
     let fields: Vec<(String, PluginVal)> = fields
         .iter()
         .map(|(k, v)| (String::from(*k), v.clone()))
         .collect();
-    raw::log(level, message, &fields)
+    let left = raw::log(level, message, &fields)?;
+    LOG_BUDGET_SPENT.set(left == 0);
+    Ok(())
 }
+
+/// Whether the host has reported this plugin's log budget spent on this
+/// connection: [`log`] then sends nothing.
+pub fn log_budget_spent() -> bool {
+    LOG_BUDGET_SPENT.get()
+}
+
+/// Whether the host reported the log budget spent (one flag per instance,
+/// that is per connection).
+static LOG_BUDGET_SPENT: crate::InstanceFlag = crate::InstanceFlag::new();
 
 /// Queue a standard frame (PING, PATH_CHALLENGE, …).
 pub fn send_frame(frame: Frame) -> Result<()> {

@@ -14,7 +14,7 @@
 //!
 //! impl Plugin for Hello {
 //!     fn manifest() -> Manifest {
-//!         Manifest::new("hello", "0.1.0").permission(Permission::Logging)
+//!         Manifest::new("hello", "0.1.0").permission(permission::LOGGING)
 //!     }
 //!     fn init(&mut self) -> Result<()> {
 //!         host::log(LogLevel::Info, "hello", &[])
@@ -54,48 +54,24 @@ pub mod bindings {
 
 pub use bindings::core_quic::plugin::host::{InBuf, OutBuf};
 pub use bindings::core_quic::plugin::types::{
-    AckFrame, Anchor, Binding, EcnCounts, Error, ExtFrame, FieldId, FieldRef, Frame, FrameOutcome,
-    FrameRegistration, LogLevel, PacketType, ParsedFrame, Permission, PluginManifest, PluginVal,
-    PnSpace, Routine, RxContext, SendContext, SendPosition,
+    Anchor, Binding, Error, ErrorKind, ExtFrame, FieldId, FieldRef, Frame, FrameOutcome,
+    FrameRegistration, LogLevel, PacketType, ParsedFrame, PermissionId, PluginManifest, PluginVal,
+    PnSpace, RoutineId, RxContext, SendContext, SendPosition,
 };
-
-/// Every field of the ABI, in the order of the WIT `field-id` enum.
-pub const FIELDS: [FieldId; 25] = [
-    FieldId::IsServer,
-    FieldId::Version,
-    FieldId::IsEstablished,
-    FieldId::MaxTxData,
-    FieldId::TxData,
-    FieldId::MaxRxData,
-    FieldId::RxData,
-    FieldId::MaxSendUdpPayload,
-    FieldId::LocalAddress,
-    FieldId::PeerAddress,
-    FieldId::IdleTimeout,
-    FieldId::SendingHalted,
-    FieldId::NextPacketNumber,
-    FieldId::LargestAcked,
-    FieldId::LargestReceived,
-    FieldId::LatestRtt,
-    FieldId::SmoothedRtt,
-    FieldId::MinRtt,
-    FieldId::Rttvar,
-    FieldId::MaxAckDelay,
-    FieldId::PtoCount,
-    FieldId::BytesInFlight,
-    FieldId::CongestionWindow,
-    FieldId::Ssthresh,
-    FieldId::MaxDatagramSize,
-];
 
 /// The result type of routines and host calls.
 pub type Result<T> = core::result::Result<T, Error>;
 
 /// The ABI version this SDK targets (the WIT package version).
-pub const ABI_VERSION: &str = "0.1.0";
+pub const ABI_VERSION: &str = "0.2.0";
 
+pub mod error_kind;
+pub mod field;
+pub mod frame;
 pub mod host;
 mod manifest;
+pub mod permission;
+pub mod routine;
 pub mod text;
 pub mod varint;
 
@@ -114,10 +90,53 @@ pub fn trap() -> ! {
     panic!("trap")
 }
 
+impl Error {
+    /// An error of `kind` with `value` and `message`.
+    pub fn new(kind: ErrorKind, value: u64, message: &str) -> Error {
+        Error {
+            kind,
+            value,
+            message: message.into(),
+        }
+    }
+    /// `denied`: the call is not allowed.
+    pub fn denied(message: &str) -> Error {
+        Error::new(error_kind::DENIED, 0, message)
+    }
+    /// `unsupported`: not implemented.
+    pub fn unsupported(message: &str) -> Error {
+        Error::new(error_kind::UNSUPPORTED, 0, message)
+    }
+    /// `invalid-argument`: an argument is malformed or out of range.
+    pub fn invalid_argument(message: &str) -> Error {
+        Error::new(error_kind::INVALID_ARGUMENT, 0, message)
+    }
+    /// `buffer-too-short`: `needed` bytes are needed.
+    pub fn buffer_too_short(needed: u64) -> Error {
+        Error::new(error_kind::BUFFER_TOO_SHORT, needed, "")
+    }
+    /// `not-found`: the named object does not exist.
+    pub fn not_found(message: &str) -> Error {
+        Error::new(error_kind::NOT_FOUND, 0, message)
+    }
+    /// `failed`: the operation failed.
+    pub fn failed(message: &str) -> Error {
+        Error::new(error_kind::FAILED, 0, message)
+    }
+    /// `plugin`: the plugin's own error `code`.
+    pub fn plugin(code: u64) -> Error {
+        Error::new(error_kind::PLUGIN, code, "")
+    }
+}
+
 fn not_implemented<T>(routine: &str) -> Result<T> {
     let mut message = String::from(routine);
     message.push_str(" is not implemented by this plugin");
-    Err(Error::Unsupported(message))
+    Err(Error {
+        kind: error_kind::UNSUPPORTED,
+        value: 0,
+        message,
+    })
 }
 
 /// A Core QUIC plugin. One value exists per connection, created with
@@ -156,23 +175,17 @@ pub trait Plugin: Default + 'static {
         not_implemented("should-send-frame")
     }
 
-    /// Prepare the frame; `None` sends nothing.
-    fn prepare_frame(
+    /// Write a frame of `frame_type`, type included, into `out` (whose
+    /// capacity is the room the packet offers) and return its tag, which
+    /// comes back to [`Plugin::on_frame_reserved`] and
+    /// [`Plugin::notify_frame`]; `None`, with nothing written, sends nothing.
+    fn write_frame(
         &mut self,
         anchor: Anchor,
         frame_type: u64,
         ctx: SendContext,
-    ) -> Result<Option<ExtFrame>> {
-        not_implemented("prepare-frame")
-    }
-
-    /// The frame's length on the wire, type included.
-    fn frame_wire_len(&mut self, anchor: Anchor, frame: ExtFrame) -> Result<u64> {
-        not_implemented("frame-wire-len")
-    }
-
-    /// Write the frame, type included.
-    fn write_frame(&mut self, anchor: Anchor, frame: ExtFrame, out: &OutBuf) -> Result<()> {
+        out: &OutBuf,
+    ) -> Result<Option<u64>> {
         not_implemented("write-frame")
     }
 
@@ -225,6 +238,18 @@ pub trait Plugin: Default + 'static {
     fn plugin_control(&mut self, id: u64, args: Vec<PluginVal>) -> Result<Vec<PluginVal>> {
         not_implemented("plugin-control")
     }
+
+    /// A routine added to the ABI after 0.2.0, by its identifier; see the
+    /// specification for its arguments and results.
+    fn call_routine(
+        &mut self,
+        routine: RoutineId,
+        anchor: Anchor,
+        param: u64,
+        args: Vec<PluginVal>,
+    ) -> Result<Vec<PluginVal>> {
+        not_implemented("call-routine")
+    }
 }
 
 /// Storage for a plugin's single per-instance value. Wasm instances are
@@ -262,6 +287,28 @@ impl<T: Default> InstanceCell<T> {
     }
 }
 
+/// A per-instance flag (wasm instances are single-threaded).
+#[doc(hidden)]
+pub struct InstanceFlag(Cell<bool>);
+
+// SAFETY: core wasm plugins have a single thread.
+unsafe impl Sync for InstanceFlag {}
+
+impl InstanceFlag {
+    #[doc(hidden)]
+    pub const fn new() -> Self {
+        InstanceFlag(Cell::new(false))
+    }
+    #[doc(hidden)]
+    pub fn get(&self) -> bool {
+        self.0.get()
+    }
+    #[doc(hidden)]
+    pub fn set(&self, value: bool) {
+        self.0.set(value)
+    }
+}
+
 /// Gives the adapter access to the plugin's per-instance value.
 #[doc(hidden)]
 pub trait Instance: Plugin {
@@ -288,18 +335,13 @@ impl<P: Instance> bindings::exports::core_quic::plugin::routines::Guest for Adap
     fn should_send_frame(anchor: Anchor, frame_type: u64, ctx: SendContext) -> Result<bool> {
         P::with(|p| p.should_send_frame(anchor, frame_type, ctx))
     }
-    fn prepare_frame(
+    fn write_frame(
         anchor: Anchor,
         frame_type: u64,
         ctx: SendContext,
-    ) -> Result<Option<ExtFrame>> {
-        P::with(|p| p.prepare_frame(anchor, frame_type, ctx))
-    }
-    fn frame_wire_len(anchor: Anchor, frame: ExtFrame) -> Result<u64> {
-        P::with(|p| p.frame_wire_len(anchor, frame))
-    }
-    fn write_frame(anchor: Anchor, frame: ExtFrame, out: &OutBuf) -> Result<()> {
-        P::with(|p| p.write_frame(anchor, frame, out))
+        out: &OutBuf,
+    ) -> Result<Option<u64>> {
+        P::with(|p| p.write_frame(anchor, frame_type, ctx, out))
     }
     fn on_frame_reserved(anchor: Anchor, frame: ExtFrame, ctx: SendContext) -> Result<()> {
         P::with(|p| p.on_frame_reserved(anchor, frame, ctx))
@@ -321,6 +363,14 @@ impl<P: Instance> bindings::exports::core_quic::plugin::routines::Guest for Adap
     }
     fn plugin_control(id: u64, args: Vec<PluginVal>) -> Result<Vec<PluginVal>> {
         P::with(|p| p.plugin_control(id, args))
+    }
+    fn call_routine(
+        routine: RoutineId,
+        anchor: Anchor,
+        param: u64,
+        args: Vec<PluginVal>,
+    ) -> Result<Vec<PluginVal>> {
+        P::with(|p| p.call_routine(routine, anchor, param, args))
     }
 }
 

@@ -2,7 +2,9 @@
 
 use alloc::vec::Vec;
 
-use crate::{ABI_VERSION, Anchor, Binding, FieldId, Permission, PluginManifest, Routine};
+use crate::{
+    ABI_VERSION, Anchor, Binding, FieldId, PermissionId, PluginManifest, RoutineId, routine,
+};
 
 /// What a plugin declares: its bindings, the fields it reads and writes, and
 /// the permissions it needs. Hosts refuse plugins whose needs they cannot meet.
@@ -29,7 +31,7 @@ impl Manifest {
     }
 
     /// Bind `routine` for parameter `param` at `anchor`.
-    pub fn bind(mut self, routine: Routine, anchor: Anchor, param: u64) -> Manifest {
+    pub fn bind(mut self, routine: RoutineId, anchor: Anchor, param: u64) -> Manifest {
         self.0.bindings.push(Binding {
             routine,
             anchor,
@@ -41,15 +43,13 @@ impl Manifest {
     /// DEFINE every frame routine (send and receive) for `frame_type`.
     pub fn define_frame(self, frame_type: u64) -> Manifest {
         [
-            Routine::ShouldSendFrame,
-            Routine::PrepareFrame,
-            Routine::FrameWireLen,
-            Routine::WriteFrame,
-            Routine::OnFrameReserved,
-            Routine::NotifyFrame,
-            Routine::ParseFrame,
-            Routine::ProcessFrame,
-            Routine::LogFrame,
+            routine::SHOULD_SEND_FRAME,
+            routine::WRITE_FRAME,
+            routine::ON_FRAME_RESERVED,
+            routine::NOTIFY_FRAME,
+            routine::PARSE_FRAME,
+            routine::PROCESS_FRAME,
+            routine::LOG_FRAME,
         ]
         .into_iter()
         .fold(self, |m, r| m.bind(r, Anchor::Define, frame_type))
@@ -57,13 +57,13 @@ impl Manifest {
 
     /// DEFINE both transport-parameter routines for `id`.
     pub fn define_transport_parameter(self, id: u64) -> Manifest {
-        self.bind(Routine::WriteTransportParameter, Anchor::Define, id)
-            .bind(Routine::DecodeTransportParameter, Anchor::Define, id)
+        self.bind(routine::WRITE_TRANSPORT_PARAMETER, Anchor::Define, id)
+            .bind(routine::DECODE_TRANSPORT_PARAMETER, Anchor::Define, id)
     }
 
     /// DEFINE plugin-control `id`.
     pub fn control(self, id: u64) -> Manifest {
-        self.bind(Routine::PluginControl, Anchor::Define, id)
+        self.bind(routine::PLUGIN_CONTROL, Anchor::Define, id)
     }
 
     /// Declare fields read.
@@ -79,7 +79,7 @@ impl Manifest {
     }
 
     /// Declare a permission.
-    pub fn permission(mut self, permission: Permission) -> Manifest {
+    pub fn permission(mut self, permission: PermissionId) -> Manifest {
         self.0.permissions.push(permission);
         self
     }

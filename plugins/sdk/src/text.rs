@@ -3,7 +3,7 @@
 
 use alloc::string::String;
 
-use crate::Error;
+use crate::{Error, error_kind};
 
 /// `v` in decimal.
 pub fn decimal(mut v: u64) -> String {
@@ -20,16 +20,18 @@ pub fn decimal(mut v: u64) -> String {
     digits[i..].iter().map(|&d| d as char).collect()
 }
 
-/// The WIT name of an error's case.
+/// The registry name of an error's kind (`unknown` for a kind this SDK
+/// does not know).
 pub fn error_kind(e: &Error) -> &'static str {
-    match e {
-        Error::Denied(_) => "denied",
-        Error::Unsupported(_) => "unsupported",
-        Error::InvalidArgument(_) => "invalid-argument",
-        Error::BufferTooShort(_) => "buffer-too-short",
-        Error::NotFound(_) => "not-found",
-        Error::Failed(_) => "failed",
-        Error::Plugin(_) => "plugin",
+    match e.kind {
+        error_kind::DENIED => "denied",
+        error_kind::UNSUPPORTED => "unsupported",
+        error_kind::INVALID_ARGUMENT => "invalid-argument",
+        error_kind::BUFFER_TOO_SHORT => "buffer-too-short",
+        error_kind::NOT_FOUND => "not-found",
+        error_kind::FAILED => "failed",
+        error_kind::PLUGIN => "plugin",
+        _ => "unknown",
     }
 }
 

@@ -49,20 +49,31 @@ pub struct Codepoint {
     pub owner: String,
     /// Where it is specified.
     pub reference: String,
-    /// `file:CONSTANT` that must define it with this value; for a log
-    /// message, files that must log it.
+    /// `file:CONSTANT` (or `file:Enum::Variant`) that must define it with
+    /// this value; for a log message, files that must log it.
     #[serde(default)]
     pub symbols: Vec<String>,
+    /// For the ABI's identifiers (fields, routines, permissions, error
+    /// kinds): the ABI version that introduced it.
+    pub since: Option<String>,
 }
 
 /// The kinds of codepoint, in the order the registry presents them.
-pub const KINDS: [&str; 5] = [
+pub const KINDS: [&str; 9] = [
     "frame-type",
     "transport-parameter",
     "plugin-control",
     "close-code",
     "log-message",
+    "field",
+    "routine",
+    "permission",
+    "error-kind",
 ];
+
+/// The kinds that are identifiers of the ABI itself: each codepoint says
+/// since which ABI version it exists.
+pub const ABI_KINDS: [&str; 4] = ["field", "routine", "permission", "error-kind"];
 
 impl Registry {
     /// Parse the registry at `path`.
@@ -111,6 +122,13 @@ impl Registry {
                 Some(v) => format!("{v:#x}"),
                 None => c.name.clone(),
             };
+            match (ABI_KINDS.contains(&c.kind.as_str()), &c.since) {
+                (true, None) => problems.push(format!("{what}: no `since` version")),
+                (false, Some(_)) => {
+                    problems.push(format!("{what}: only the ABI's identifiers have `since`"))
+                }
+                _ => {}
+            }
             if let Some(other) = seen.insert((c.kind.clone(), key.clone()), &c.name) {
                 problems.push(format!("{what}: {key} is already allocated to `{other}`"));
             }
@@ -141,24 +159,25 @@ impl Registry {
     }
 }
 
-/// `file:CONSTANT` must define `const CONSTANT: u64 = value;`.
+/// `file:CONSTANT` must define `const CONSTANT: <integer type> = value;`;
+/// `file:Enum::Variant` must give the variant the explicit discriminant
+/// `Variant = value,` inside `enum Enum`.
 fn check_constant(root: &Path, symbol: &str, value: u64, what: &str) -> Option<String> {
-    let Some((file, name)) = symbol.rsplit_once(':') else {
+    let Some((file, name)) = symbol.split_once(':') else {
         return Some(format!("{what}: symbol `{symbol}` is not file:CONSTANT"));
     };
     let text = match std::fs::read_to_string(root.join(file)) {
         Ok(t) => t,
         Err(e) => return Some(format!("{what}: {file}: {e}")),
     };
-    let prefix = format!("const {name}: u64 = ");
-    let Some(literal) = text.lines().find_map(|l| {
-        let l = l
-            .trim_start()
-            .trim_start_matches("pub ")
-            .trim_start_matches("pub(crate) ");
-        l.strip_prefix(&prefix)?.strip_suffix(';')
-    }) else {
-        return Some(format!("{what}: {file} defines no `{prefix}…;`"));
+    let literal = match name.split_once("::") {
+        Some((ty, variant)) => enum_discriminant(&text, ty, variant),
+        None => constant(&text, name),
+    };
+    let Some(literal) = literal else {
+        return Some(format!(
+            "{what}: {file} does not define `{name}` as a literal"
+        ));
     };
     match parse_literal(literal) {
         Some(v) if v == value => None,
@@ -169,6 +188,28 @@ fn check_constant(root: &Path, symbol: &str, value: u64, what: &str) -> Option<S
             "{what}: {file}:{name} = {literal} is not a literal"
         )),
     }
+}
+
+/// The literal of `const NAME: <type> = literal;` in `text`.
+fn constant<'a>(text: &'a str, name: &str) -> Option<&'a str> {
+    let prefix = format!("const {name}: ");
+    text.lines().find_map(|l| {
+        let l = l
+            .trim_start()
+            .trim_start_matches("pub ")
+            .trim_start_matches("pub(crate) ");
+        let (_, literal) = l.strip_prefix(&prefix)?.split_once(" = ")?;
+        literal.strip_suffix(';')
+    })
+}
+
+/// The literal of `Variant = literal,` in the body of `enum Enum` in `text`.
+fn enum_discriminant<'a>(text: &'a str, ty: &str, variant: &str) -> Option<&'a str> {
+    let header = format!("enum {ty} {{");
+    let body = text.split_once(&header)?.1.split_once("\n}")?.0;
+    let prefix = format!("{variant} = ");
+    body.lines()
+        .find_map(|l| l.trim().strip_prefix(&prefix)?.strip_suffix(','))
 }
 
 /// A log message and its field keys must appear, quoted, in `file`.
@@ -203,6 +244,52 @@ mod tests {
         assert_eq!(parse_literal("0xAAAA_AAAA"), Some(0xaaaa_aaaa));
         assert_eq!(parse_literal("42"), Some(42));
         assert_eq!(parse_literal("1 << 40"), None);
+    }
+
+    #[test]
+    fn identifiers_of_the_abi_are_checked_in_enums_and_typed_constants() {
+        let root =
+            std::env::temp_dir().join(format!("corequic-registry-ids-{}", std::process::id()));
+        std::fs::create_dir_all(&root).expect("dir");
+        std::fs::write(
+            root.join("model.rs"),
+            "pub enum FieldId {\n    IsServer = 1,\n    Version = 3,\n}\n",
+        )
+        .expect("file");
+        std::fs::write(root.join("sdk.rs"), "pub const IS_SERVER: FieldId = 1;\n").expect("file");
+        let registry: Registry = toml::from_str(
+            r#"
+            [[range]]
+            kind = "field"
+            first = 1
+            last = 0x3fff
+            policy = "p"
+            [[codepoint]]
+            kind = "field"
+            value = 1
+            name = "is-server"
+            since = "0.2.0"
+            owner = "o"
+            reference = "r"
+            symbols = ["model.rs:FieldId::IsServer", "sdk.rs:IS_SERVER"]
+            [[codepoint]]
+            kind = "field"
+            value = 2
+            name = "version"
+            owner = "o"
+            reference = "r"
+            symbols = ["model.rs:FieldId::Version"]
+            "#,
+        )
+        .expect("registry");
+        let problems = registry.check(&root);
+        assert_eq!(
+            problems,
+            [
+                "field `version`: no `since` version",
+                "field `version`: model.rs:FieldId::Version is 0x3, the registry says 0x2",
+            ],
+        );
     }
 
     #[test]

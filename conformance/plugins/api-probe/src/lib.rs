@@ -5,16 +5,16 @@
 //!
 //! - `call` {`phase`, `call`, `result`}: the same host calls made once in
 //!   each phase (`init`, `write-transport-parameter`,
-//!   `decode-transport-parameter`, `define` = its DEFINE `prepare-frame`,
+//!   `decode-transport-parameter`, `define` = its DEFINE `write-frame`,
 //!   `observer` = its AFTER `process-frame` of ACK, `control` = an
 //!   embedder's plugin-control call, `timeout` = `on-plugin-timeout`).
-//!   `result` is `ok` or the error's WIT name.
+//!   `result` is `ok` or the error kind's registry name.
 //! - `check` {`what`, `result`}: buffer, context and value checks, `result`
 //!   `ok` or what was wrong.
 //! - `routine <name>`: the first call of each routine, in call order.
 //! - `field` {`name`, `space`, `result`}: control 0x617003 reads every
 //!   field; `result` is the value's WIT case (`u64`, `duration`, …, `none`)
-//!   or the error's WIT name.
+//!   or the error kind's registry name.
 //!
 //! - Control 0x617004 exists only if the host denied the host call that
 //!   `manifest` makes; control 0x617005 echoes its arguments.
@@ -31,7 +31,7 @@ extern crate alloc;
 use alloc::{string::String, vec, vec::Vec};
 use corequic_sdk::text::error_kind;
 use corequic_sdk::*;
-use cq_probe_protocol::{FRAME_BODY, FRAME_PROBE, TP_PROBE, TP_VALUE, wire_len};
+use cq_probe_protocol::{FRAME_BODY, FRAME_PROBE, TP_PROBE, TP_VALUE};
 
 const ACK: u64 = 0x02;
 /// Run the call table in the `control` phase and arm the timer.
@@ -57,13 +57,11 @@ const LATE_TAG: u64 = 100;
 const OBSERVER_ERROR: u64 = 0x0b5e;
 const TIMER: u64 = 7;
 
-const ROUTINES: [&str; 12] = [
+const ROUTINES: [&str; 10] = [
     "init",
     "write-transport-parameter",
     "decode-transport-parameter",
     "should-send-frame",
-    "prepare-frame",
-    "frame-wire-len",
     "write-frame",
     "on-frame-reserved",
     "notify-frame",
@@ -112,6 +110,11 @@ fn log(message: &str, fields: &[(&str, &str)]) {
     let _ = host::log(LogLevel::Info, message, &fields);
 }
 
+/// Whether `r` failed with `buffer-too-short` for `needed` bytes.
+fn too_short<T>(r: &Result<T>, needed: u64) -> bool {
+    matches!(r, Err(e) if e.kind == error_kind::BUFFER_TOO_SHORT && e.value == needed)
+}
+
 fn check(what: &str, ok: bool) {
     log(
         "check",
@@ -140,31 +143,31 @@ fn value_kind(v: &PluginVal) -> &'static str {
 
 /// Every field with its WIT name, and whether it is read per space.
 const FIELD_TABLE: [(FieldId, &str, bool); 25] = [
-    (FieldId::IsServer, "is-server", false),
-    (FieldId::Version, "version", false),
-    (FieldId::IsEstablished, "is-established", false),
-    (FieldId::MaxTxData, "max-tx-data", false),
-    (FieldId::TxData, "tx-data", false),
-    (FieldId::MaxRxData, "max-rx-data", false),
-    (FieldId::RxData, "rx-data", false),
-    (FieldId::MaxSendUdpPayload, "max-send-udp-payload", false),
-    (FieldId::LocalAddress, "local-address", false),
-    (FieldId::PeerAddress, "peer-address", false),
-    (FieldId::IdleTimeout, "idle-timeout", false),
-    (FieldId::SendingHalted, "sending-halted", false),
-    (FieldId::NextPacketNumber, "next-packet-number", true),
-    (FieldId::LargestAcked, "largest-acked", true),
-    (FieldId::LargestReceived, "largest-received", true),
-    (FieldId::LatestRtt, "latest-rtt", false),
-    (FieldId::SmoothedRtt, "smoothed-rtt", false),
-    (FieldId::MinRtt, "min-rtt", false),
-    (FieldId::Rttvar, "rttvar", false),
-    (FieldId::MaxAckDelay, "max-ack-delay", false),
-    (FieldId::PtoCount, "pto-count", false),
-    (FieldId::BytesInFlight, "bytes-in-flight", false),
-    (FieldId::CongestionWindow, "congestion-window", false),
-    (FieldId::Ssthresh, "ssthresh", false),
-    (FieldId::MaxDatagramSize, "max-datagram-size", false),
+    (field::IS_SERVER, "is-server", false),
+    (field::VERSION, "version", false),
+    (field::IS_ESTABLISHED, "is-established", false),
+    (field::MAX_TX_DATA, "max-tx-data", false),
+    (field::TX_DATA, "tx-data", false),
+    (field::MAX_RX_DATA, "max-rx-data", false),
+    (field::RX_DATA, "rx-data", false),
+    (field::MAX_SEND_UDP_PAYLOAD, "max-send-udp-payload", false),
+    (field::LOCAL_ADDRESS, "local-address", false),
+    (field::PEER_ADDRESS, "peer-address", false),
+    (field::IDLE_TIMEOUT, "idle-timeout", false),
+    (field::SENDING_HALTED, "sending-halted", false),
+    (field::NEXT_PACKET_NUMBER, "next-packet-number", true),
+    (field::LARGEST_ACKED, "largest-acked", true),
+    (field::LARGEST_RECEIVED, "largest-received", true),
+    (field::LATEST_RTT, "latest-rtt", false),
+    (field::SMOOTHED_RTT, "smoothed-rtt", false),
+    (field::MIN_RTT, "min-rtt", false),
+    (field::RTTVAR, "rttvar", false),
+    (field::MAX_ACK_DELAY, "max-ack-delay", false),
+    (field::PTO_COUNT, "pto-count", false),
+    (field::BYTES_IN_FLIGHT, "bytes-in-flight", false),
+    (field::CONGESTION_WINDOW, "congestion-window", false),
+    (field::SSTHRESH, "ssthresh", false),
+    (field::MAX_DATAGRAM_SIZE, "max-datagram-size", false),
 ];
 
 impl ApiProbe {
@@ -200,25 +203,25 @@ impl ApiProbe {
         };
         call(
             "get-field is-server",
-            host::get(FieldId::IsServer).map(|_| ()),
+            host::get(field::IS_SERVER).map(|_| ()),
         );
         call(
             "get-field sending-halted",
-            host::get(FieldId::SendingHalted).map(|_| ()),
+            host::get(field::SENDING_HALTED).map(|_| ()),
         );
         call(
             "get-field ssthresh (undeclared)",
-            host::get(FieldId::Ssthresh).map(|_| ()),
+            host::get(field::SSTHRESH).map(|_| ()),
         );
         call(
             "get-fields with an undeclared field",
             host::get_many(&[
                 FieldRef {
-                    id: FieldId::IsServer,
+                    id: field::IS_SERVER,
                     space: None,
                 },
                 FieldRef {
-                    id: FieldId::Ssthresh,
+                    id: field::SSTHRESH,
                     space: None,
                 },
             ])
@@ -227,7 +230,7 @@ impl ApiProbe {
         call(
             "get-field largest-received without a space",
             host::get_many(&[FieldRef {
-                id: FieldId::LargestReceived,
+                id: field::LARGEST_RECEIVED,
                 space: None,
             }])
             .map(|_| ()),
@@ -235,18 +238,18 @@ impl ApiProbe {
         call(
             "get-field is-server with a space",
             host::get_many(&[FieldRef {
-                id: FieldId::IsServer,
+                id: field::IS_SERVER,
                 space: Some(PnSpace::ApplicationData),
             }])
             .map(|_| ()),
         );
         call(
             "set-field sending-halted",
-            host::set(FieldId::SendingHalted, PluginVal::Bool(false)),
+            host::set(field::SENDING_HALTED, PluginVal::Bool(false)),
         );
         call(
             "set-field sending-halted with a u64",
-            host::set(FieldId::SendingHalted, PluginVal::U64(1)),
+            host::set(field::SENDING_HALTED, PluginVal::U64(1)),
         );
         call(
             "register-frame",
@@ -273,7 +276,7 @@ impl ApiProbe {
             "random-bytes (no permission)",
             host::random_bytes(8).map(|_| ()),
         );
-        call("send-frame ping", host::send_frame(Frame::Ping));
+        call("send-frame ping", host::send_frame(Frame::ping()));
         call(
             "call-plugin-control itself",
             host::call_plugin_control(CONTROL_SELF, &[]).map(|_| ()),
@@ -317,8 +320,8 @@ impl ApiProbe {
 
 impl Plugin for ApiProbe {
     fn manifest() -> Manifest {
-        let denied = matches!(host::get(FieldId::IsServer), Err(Error::Denied(_)));
-        let manifest = Manifest::new("api-probe", "0.1.0");
+        let denied = matches!(host::get(field::IS_SERVER), Err(e) if e.kind == error_kind::DENIED);
+        let manifest = Manifest::new("api-probe", "0.2.0");
         let manifest = if denied {
             manifest.control(CONTROL_MANIFEST_DENIED)
         } else {
@@ -327,7 +330,7 @@ impl Plugin for ApiProbe {
         manifest
             .define_transport_parameter(TP_PROBE)
             .define_frame(FRAME_PROBE)
-            .bind(Routine::ProcessFrame, Anchor::After, ACK)
+            .bind(routine::PROCESS_FRAME, Anchor::After, ACK)
             .control(CONTROL_TABLE)
             .control(CONTROL_SELF)
             .control(CONTROL_FIELDS)
@@ -336,22 +339,22 @@ impl Plugin for ApiProbe {
             .control(CONTROL_LATE_FRAME)
             // Duplicates have the effect of one entry (CQ-LOAD-8).
             .control(CONTROL_ECHO)
-            .reads(&[FieldId::IsServer])
-            .permission(Permission::Logging)
+            .reads(&[field::IS_SERVER])
+            .permission(permission::LOGGING)
             // Every field but ssthresh, whose reads must be denied.
             .reads(
-                &corequic_sdk::FIELDS
+                &field::ALL
                     .iter()
                     .copied()
-                    .filter(|f| !matches!(f, FieldId::Ssthresh))
+                    .filter(|f| *f != field::SSTHRESH)
                     .collect::<Vec<_>>(),
             )
-            .writes(&[FieldId::SendingHalted])
-            .permission(Permission::Registration)
-            .permission(Permission::Logging)
-            .permission(Permission::Timers)
-            .permission(Permission::SendFrames)
-            .permission(Permission::PluginControl)
+            .writes(&[field::SENDING_HALTED])
+            .permission(permission::REGISTRATION)
+            .permission(permission::LOGGING)
+            .permission(permission::TIMERS)
+            .permission(permission::SEND_FRAMES)
+            .permission(permission::PLUGIN_CONTROL)
     }
 
     fn init(&mut self) -> Result<()> {
@@ -366,7 +369,7 @@ impl Plugin for ApiProbe {
         // CQ-FIELD-12: a field is its value or not-found, never a
         // placeholder. The parameters being encoded advertise the receive
         // limit, and every host advertises one above 0.
-        if let Ok(v) = host::get(FieldId::MaxRxData) {
+        if let Ok(v) = host::get(field::MAX_RX_DATA) {
             check(
                 "max-rx-data while the parameters are encoded is the advertised limit",
                 !matches!(v, PluginVal::U64(0)),
@@ -378,13 +381,13 @@ impl Plugin for ApiProbe {
         let r = out.put(&over);
         check(
             "put past capacity fails with buffer-too-short(written + len)",
-            matches!(r, Err(Error::BufferTooShort(n)) if n == capacity + 1),
+            too_short(&r, capacity + 1),
         );
         check("a failed put appends nothing", out.written() == 0);
         let r = out.put_zeros(capacity + 1);
         check(
             "put-zeros past capacity fails",
-            matches!(r, Err(Error::BufferTooShort(_))),
+            matches!(&r, Err(e) if e.kind == error_kind::BUFFER_TOO_SHORT),
         );
         check(
             "an empty put succeeds",
@@ -409,14 +412,11 @@ impl Plugin for ApiProbe {
         );
         check(
             "a read past the end fails with buffer-too-short(offset + n)",
-            matches!(value.read(1, len), Err(Error::BufferTooShort(n)) if n == len + 1),
+            too_short(&value.read(1, len), len + 1),
         );
         check(
             "a read whose end overflows saturates",
-            matches!(
-                value.read(u64::MAX, 2),
-                Err(Error::BufferTooShort(u64::MAX))
-            ),
+            too_short(&value.read(u64::MAX, 2), u64::MAX),
         );
         check(
             "reads do not consume",
@@ -431,13 +431,14 @@ impl Plugin for ApiProbe {
         Ok((self.sent < 3 || self.late) && ctx.room >= 16)
     }
 
-    fn prepare_frame(
+    fn write_frame(
         &mut self,
         _: Anchor,
-        frame_type: u64,
+        _: u64,
         ctx: SendContext,
-    ) -> Result<Option<ExtFrame>> {
-        self.routine("prepare-frame");
+        out: &OutBuf,
+    ) -> Result<Option<u64>> {
+        self.routine("write-frame");
         // should-send-frame may be asked more than once, but a packet takes
         // a registration's frame at most once (CQ-SEND-4).
         if self.last_offer.is_none() {
@@ -453,32 +454,18 @@ impl Plugin for ApiProbe {
                 matches!(ctx.space, PnSpace::ApplicationData)
                     && matches!(ctx.packet_type, PacketType::OneRtt),
             );
-        }
-        self.sent += 1;
-        let late = core::mem::take(&mut self.late);
-        Ok(Some(ExtFrame {
-            frame_type,
-            tag: if late { LATE_TAG } else { self.sent },
-        }))
-    }
-
-    fn frame_wire_len(&mut self, _: Anchor, _: ExtFrame) -> Result<u64> {
-        self.routine("frame-wire-len");
-        Ok(wire_len())
-    }
-
-    fn write_frame(&mut self, _: Anchor, frame: ExtFrame, out: &OutBuf) -> Result<()> {
-        self.routine("write-frame");
-        if frame.tag == 1 {
             check(
-                "write-frame's buffer holds exactly frame-wire-len",
-                out.capacity() == wire_len(),
+                "write-frame's buffer holds the room the packet offers",
+                out.capacity() == ctx.room && out.written() == 0,
             );
         }
         let mut bytes = Vec::new();
         varint::encode(FRAME_PROBE, &mut bytes);
         bytes.extend_from_slice(&FRAME_BODY);
-        out.put(&bytes)
+        out.put(&bytes)?;
+        self.sent += 1;
+        let late = core::mem::take(&mut self.late);
+        Ok(Some(if late { LATE_TAG } else { self.sent }))
     }
 
     fn on_frame_reserved(&mut self, _: Anchor, _: ExtFrame, _: SendContext) -> Result<()> {
@@ -502,7 +489,7 @@ impl Plugin for ApiProbe {
         let len = FRAME_BODY.len() as u64;
         let body = payload.read(0, len)?;
         if body != FRAME_BODY {
-            return Err(Error::InvalidArgument(String::from("not a probe frame")));
+            return Err(Error::invalid_argument("not a probe frame"));
         }
         Ok(ParsedFrame {
             frame: ExtFrame { frame_type, tag: 0 },
@@ -515,11 +502,11 @@ impl Plugin for ApiProbe {
             Anchor::After => {
                 self.table("observer");
                 // The host counts this and changes nothing (CQ-ANCHOR-6).
-                return Err(Error::Plugin(OBSERVER_ERROR));
+                return Err(Error::plugin(OBSERVER_ERROR));
             }
             _ => {
                 self.routine("process-frame");
-                if matches!(frame, Frame::Extension(f) if f.frame_type == FRAME_PROBE) {
+                if frame.frame_type == FRAME_PROBE {
                     check(
                         "rx-context: a 1-RTT packet of the application-data space",
                         matches!(ctx.space, PnSpace::ApplicationData)
@@ -550,8 +537,8 @@ impl Plugin for ApiProbe {
             CONTROL_TABLE => {
                 self.table("control");
                 let halted = |v: bool| {
-                    host::set(FieldId::SendingHalted, PluginVal::Bool(v)).is_ok()
-                        && matches!(host::get(FieldId::SendingHalted), Ok(PluginVal::Bool(b)) if b == v)
+                    host::set(field::SENDING_HALTED, PluginVal::Bool(v)).is_ok()
+                        && matches!(host::get(field::SENDING_HALTED), Ok(PluginVal::Bool(b)) if b == v)
                 };
                 check(
                     "set-field takes effect before it returns",
@@ -578,7 +565,7 @@ impl Plugin for ApiProbe {
                 self.late = true;
                 Ok(Vec::new())
             }
-            _ => Err(Error::NotFound(String::from("unknown plugin-control id"))),
+            _ => Err(Error::not_found("unknown plugin-control id")),
         }
     }
 }

@@ -16,9 +16,9 @@ impl Plugin for BadManifest {
     fn manifest() -> Manifest {
         // It also asks for a permission, so that a grant of `none` fails
         // too: the consistency check must come first (CQ-LOAD-4).
-        Manifest::new("bad-manifest", "0.1.0")
-            .bind(Routine::PluginControl, Anchor::Before, 0x61_7101)
-            .permission(Permission::Logging)
+        Manifest::new("bad-manifest", "0.2.0")
+            .bind(routine::PLUGIN_CONTROL, Anchor::Before, 0x61_7101)
+            .permission(permission::LOGGING)
     }
 }
 

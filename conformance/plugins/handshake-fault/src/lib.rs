@@ -26,10 +26,10 @@ struct HandshakeFault;
 
 impl Plugin for HandshakeFault {
     fn manifest() -> Manifest {
-        Manifest::new("handshake-fault", "0.1.0")
+        Manifest::new("handshake-fault", "0.2.0")
             .define_transport_parameter(TP)
-            .permission(Permission::Registration)
-            .permission(Permission::Timers)
+            .permission(permission::REGISTRATION)
+            .permission(permission::TIMERS)
     }
 
     fn init(&mut self) -> Result<()> {

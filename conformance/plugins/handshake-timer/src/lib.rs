@@ -24,9 +24,9 @@ struct HandshakeTimer {
 
 impl Plugin for HandshakeTimer {
     fn manifest() -> Manifest {
-        Manifest::new("handshake-timer", "0.1.0")
-            .permission(Permission::Timers)
-            .permission(Permission::Logging)
+        Manifest::new("handshake-timer", "0.2.0")
+            .permission(permission::TIMERS)
+            .permission(permission::LOGGING)
     }
 
     fn init(&mut self) -> Result<()> {

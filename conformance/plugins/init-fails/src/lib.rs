@@ -15,11 +15,11 @@ struct InitFails;
 
 impl Plugin for InitFails {
     fn manifest() -> Manifest {
-        Manifest::new("init-fails", "0.1.0").define_frame(FRAME)
+        Manifest::new("init-fails", "0.2.0").define_frame(FRAME)
     }
 
     fn init(&mut self) -> Result<()> {
-        Err(Error::Plugin(0x1417))
+        Err(Error::plugin(0x1417))
     }
 }
 

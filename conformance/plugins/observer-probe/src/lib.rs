@@ -33,7 +33,7 @@ extern crate alloc;
 
 use alloc::{format, string::String, vec, vec::Vec};
 use corequic_sdk::*;
-use cq_probe_protocol::{FRAME_BODY, FRAME_PROBE, TP_PROBE, TP_VALUE, wire_len};
+use cq_probe_protocol::{FRAME_BODY, FRAME_PROBE, TP_PROBE, TP_VALUE};
 
 /// Dispatch types whose frames it observes (CQ-ROUTINE-5).
 const ACK: u64 = 0x02;
@@ -51,26 +51,24 @@ const ORPHAN_TIMER: u64 = 11;
 const REARMS: u32 = 2;
 
 /// The routines it observes for cq-api-probe's parameter and frame.
-const OBSERVED: [(Routine, &str, u64); 11] = [
+const OBSERVED: [(RoutineId, &str, u64); 9] = [
     (
-        Routine::WriteTransportParameter,
+        routine::WRITE_TRANSPORT_PARAMETER,
         "write-transport-parameter",
         TP_PROBE,
     ),
     (
-        Routine::DecodeTransportParameter,
+        routine::DECODE_TRANSPORT_PARAMETER,
         "decode-transport-parameter",
         TP_PROBE,
     ),
-    (Routine::ShouldSendFrame, "should-send-frame", FRAME_PROBE),
-    (Routine::PrepareFrame, "prepare-frame", FRAME_PROBE),
-    (Routine::FrameWireLen, "frame-wire-len", FRAME_PROBE),
-    (Routine::WriteFrame, "write-frame", FRAME_PROBE),
-    (Routine::OnFrameReserved, "on-frame-reserved", FRAME_PROBE),
-    (Routine::NotifyFrame, "notify-frame", FRAME_PROBE),
-    (Routine::ParseFrame, "parse-frame", FRAME_PROBE),
-    (Routine::ProcessFrame, "process-frame", FRAME_PROBE),
-    (Routine::LogFrame, "log-frame", FRAME_PROBE),
+    (routine::SHOULD_SEND_FRAME, "should-send-frame", FRAME_PROBE),
+    (routine::WRITE_FRAME, "write-frame", FRAME_PROBE),
+    (routine::ON_FRAME_RESERVED, "on-frame-reserved", FRAME_PROBE),
+    (routine::NOTIFY_FRAME, "notify-frame", FRAME_PROBE),
+    (routine::PARSE_FRAME, "parse-frame", FRAME_PROBE),
+    (routine::PROCESS_FRAME, "process-frame", FRAME_PROBE),
+    (routine::LOG_FRAME, "log-frame", FRAME_PROBE),
 ];
 
 #[derive(Default)]
@@ -78,7 +76,7 @@ struct ObserverProbe {
     /// (routine index × 2 + anchor) pairs already logged as `observed`.
     seen: u32,
     /// The arguments of the last BEFORE call of each routine, rendered.
-    before: [Option<String>; 11],
+    before: [Option<String>; 9],
     /// Checks already logged, so each is logged once per result.
     checked: Vec<(String, bool)>,
     /// Frame cases already logged as `dispatched`.
@@ -106,15 +104,16 @@ fn anchor_name(anchor: Anchor) -> &'static str {
     }
 }
 
+/// The frame's kind, by its type (frames as data, CQ-ROUTINE-5).
 fn frame_case(frame: &Frame) -> &'static str {
-    match frame {
-        Frame::Padding(_) => "padding",
-        Frame::Ping => "ping",
-        Frame::Ack(_) => "ack",
-        Frame::Stream(_) => "stream",
-        Frame::HandshakeDone => "handshake-done",
-        Frame::Crypto(_) => "crypto",
-        Frame::Extension(_) => "extension",
+    match frame.frame_type {
+        0x00 => "padding",
+        0x01 => "ping",
+        0x02 | 0x03 => "ack",
+        0x06 => "crypto",
+        0x08 => "stream",
+        0x1e => "handshake-done",
+        ty if ty > 0x1e && ty != 0x30 && ty != 0x31 => "extension",
         _ => "other",
     }
 }
@@ -133,7 +132,7 @@ impl ObserverProbe {
 
     /// Record a BEFORE or AFTER call of `routine` with its rendered
     /// arguments, and check that AFTER gets what BEFORE got (CQ-ANCHOR-5).
-    fn observe(&mut self, routine: Routine, anchor: Anchor, args: String) {
+    fn observe(&mut self, routine: RoutineId, anchor: Anchor, args: String) {
         let Some(i) = OBSERVED.iter().position(|(r, _, _)| *r == routine) else {
             return;
         };
@@ -185,7 +184,7 @@ impl ObserverProbe {
 
 impl Plugin for ObserverProbe {
     fn manifest() -> Manifest {
-        let mut manifest = Manifest::new("observer-probe", "0.1.0");
+        let mut manifest = Manifest::new("observer-probe", "0.2.0");
         for (routine, _, param) in OBSERVED {
             manifest =
                 manifest
@@ -193,14 +192,14 @@ impl Plugin for ObserverProbe {
                     .bind(routine, Anchor::After, param);
         }
         for ty in [ACK, STREAM, HANDSHAKE_DONE] {
-            manifest = manifest.bind(Routine::ProcessFrame, Anchor::After, ty);
+            manifest = manifest.bind(routine::PROCESS_FRAME, Anchor::After, ty);
         }
         manifest
             .control(CONTROL_TIMERS)
             .control(CONTROL_ARM_AND_TRAP)
             .control(CONTROL_STALE_HANDLE)
-            .permission(Permission::Logging)
-            .permission(Permission::Timers)
+            .permission(permission::LOGGING)
+            .permission(permission::TIMERS)
     }
 
     fn init(&mut self) -> Result<()> {
@@ -211,7 +210,7 @@ impl Plugin for ObserverProbe {
 
     fn write_transport_parameter(&mut self, anchor: Anchor, id: u64, out: &OutBuf) -> Result<()> {
         self.observe(
-            Routine::WriteTransportParameter,
+            routine::WRITE_TRANSPORT_PARAMETER,
             anchor,
             format!("{id} {} {}", out.capacity(), out.written()),
         );
@@ -222,7 +221,7 @@ impl Plugin for ObserverProbe {
     fn decode_transport_parameter(&mut self, anchor: Anchor, id: u64, value: &InBuf) -> Result<()> {
         let bytes = self.read_all("decode-transport-parameter", value, &TP_VALUE);
         self.observe(
-            Routine::DecodeTransportParameter,
+            routine::DECODE_TRANSPORT_PARAMETER,
             anchor,
             format!("{id} {bytes}"),
         );
@@ -230,33 +229,24 @@ impl Plugin for ObserverProbe {
     }
 
     fn should_send_frame(&mut self, anchor: Anchor, ty: u64, ctx: SendContext) -> Result<bool> {
-        self.observe(Routine::ShouldSendFrame, anchor, format!("{ty} {ctx:?}"));
+        self.observe(routine::SHOULD_SEND_FRAME, anchor, format!("{ty} {ctx:?}"));
         Ok(false)
     }
 
-    fn prepare_frame(
+    fn write_frame(
         &mut self,
         anchor: Anchor,
         ty: u64,
         ctx: SendContext,
-    ) -> Result<Option<ExtFrame>> {
-        self.observe(Routine::PrepareFrame, anchor, format!("{ty} {ctx:?}"));
-        Ok(None)
-    }
-
-    fn frame_wire_len(&mut self, anchor: Anchor, frame: ExtFrame) -> Result<u64> {
-        self.observe(Routine::FrameWireLen, anchor, format!("{frame:?}"));
-        Ok(0)
-    }
-
-    fn write_frame(&mut self, anchor: Anchor, frame: ExtFrame, out: &OutBuf) -> Result<()> {
+        out: &OutBuf,
+    ) -> Result<Option<u64>> {
         self.observe(
-            Routine::WriteFrame,
+            routine::WRITE_FRAME,
             anchor,
-            format!("{frame:?} {}", out.capacity()),
+            format!("{ty} {ctx:?} {}", out.capacity()),
         );
-        self.scribble("write-frame", out, Some(wire_len()));
-        Ok(())
+        self.scribble("write-frame", out, Some(ctx.room));
+        Ok(None)
     }
 
     fn on_frame_reserved(
@@ -266,7 +256,7 @@ impl Plugin for ObserverProbe {
         ctx: SendContext,
     ) -> Result<()> {
         self.observe(
-            Routine::OnFrameReserved,
+            routine::ON_FRAME_RESERVED,
             anchor,
             format!("{frame:?} {ctx:?}"),
         );
@@ -280,7 +270,7 @@ impl Plugin for ObserverProbe {
         outcome: FrameOutcome,
     ) -> Result<()> {
         self.observe(
-            Routine::NotifyFrame,
+            routine::NOTIFY_FRAME,
             anchor,
             format!("{frame:?} {outcome:?}"),
         );
@@ -293,7 +283,7 @@ impl Plugin for ObserverProbe {
         let ok = head.as_deref().is_ok_and(|b| b == FRAME_BODY);
         self.check("parse-frame: the in-buf holds the define's bytes", ok);
         self.observe(
-            Routine::ParseFrame,
+            routine::PARSE_FRAME,
             anchor,
             format!("{ty} {} {head:?}", payload.len()),
         );
@@ -309,7 +299,7 @@ impl Plugin for ObserverProbe {
     fn process_frame(&mut self, anchor: Anchor, frame: Frame, ctx: RxContext) -> Result<()> {
         let case = frame_case(&frame);
         if case == "extension" {
-            self.observe(Routine::ProcessFrame, anchor, format!("{frame:?} {ctx:?}"));
+            self.observe(routine::PROCESS_FRAME, anchor, format!("{frame:?} {ctx:?}"));
         } else if matches!(anchor, Anchor::After) && !self.dispatched.contains(&case) {
             self.dispatched.push(case);
             log("dispatched", &[("frame", case)]);
@@ -318,7 +308,7 @@ impl Plugin for ObserverProbe {
     }
 
     fn log_frame(&mut self, anchor: Anchor, frame: Frame) -> Result<String> {
-        self.observe(Routine::LogFrame, anchor, format!("{frame:?}"));
+        self.observe(routine::LOG_FRAME, anchor, format!("{frame:?}"));
         Ok(String::new())
     }
 
@@ -356,18 +346,16 @@ impl Plugin for ObserverProbe {
             }
             CONTROL_STALE_HANDLE => {
                 let Some(handle) = self.kept_handle else {
-                    return Err(Error::NotFound(String::from("no out-buf seen yet")));
+                    return Err(Error::not_found("no out-buf seen yet"));
                 };
                 // SAFETY: deliberately not: the handle was borrowed for a call
                 // that has returned, and the host must trap on its use.
                 let stale = unsafe { OutBuf::from_handle(handle) };
                 let _ = stale.put(&[0]);
                 core::mem::forget(stale);
-                Err(Error::InvalidArgument(String::from(
-                    "a stale out-buf handle worked",
-                )))
+                Err(Error::invalid_argument("a stale out-buf handle worked"))
             }
-            _ => Err(Error::NotFound(String::from("unknown plugin-control id"))),
+            _ => Err(Error::not_found("unknown plugin-control id")),
         }
     }
 }

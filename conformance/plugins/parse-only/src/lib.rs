@@ -9,7 +9,7 @@
 
 extern crate alloc;
 
-use alloc::{string::String, vec::Vec};
+use alloc::vec::Vec;
 use corequic_sdk::*;
 use cq_probe_protocol::{FRAME_BODY, FRAME_PROBE, TP_PROBE, TP_VALUE};
 
@@ -20,12 +20,12 @@ struct ParseOnly;
 
 impl Plugin for ParseOnly {
     fn manifest() -> Manifest {
-        Manifest::new("parse-only", "0.1.0")
+        Manifest::new("parse-only", "0.2.0")
             .define_transport_parameter(TP_PROBE)
-            .bind(Routine::ParseFrame, Anchor::Define, FRAME_PROBE)
+            .bind(routine::PARSE_FRAME, Anchor::Define, FRAME_PROBE)
             .control(CONTROL_NOOP)
-            .permission(Permission::Registration)
-            .permission(Permission::Logging)
+            .permission(permission::REGISTRATION)
+            .permission(permission::LOGGING)
     }
 
     fn init(&mut self) -> Result<()> {
@@ -44,7 +44,7 @@ impl Plugin for ParseOnly {
     fn parse_frame(&mut self, _: Anchor, frame_type: u64, payload: &InBuf) -> Result<ParsedFrame> {
         let len = FRAME_BODY.len() as u64;
         if payload.read(0, len)? != FRAME_BODY {
-            return Err(Error::InvalidArgument(String::from("not a probe frame")));
+            return Err(Error::invalid_argument("not a probe frame"));
         }
         let _ = host::log(LogLevel::Info, "parsed", &[]);
         Ok(ParsedFrame {

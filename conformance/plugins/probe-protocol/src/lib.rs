@@ -5,8 +5,6 @@
 
 #![no_std]
 
-use corequic_sdk::varint;
-
 /// cq-api-probe's transport parameter.
 pub const TP_PROBE: u64 = 0x6171;
 /// cq-api-probe's frame type.
@@ -15,8 +13,3 @@ pub const FRAME_PROBE: u64 = 0x6172;
 pub const TP_VALUE: [u8; 5] = [0xc0, 0x4e, 0x51, 0x00, 0xff];
 /// The frame's body after its type.
 pub const FRAME_BODY: [u8; 4] = [0xde, 0xad, 0xbe, 0xef];
-
-/// The probe frame's length on the wire: its type as a varint, then the body.
-pub fn wire_len() -> u64 {
-    (varint::len(FRAME_PROBE).unwrap_or(8) + FRAME_BODY.len()) as u64
-}

@@ -6,7 +6,6 @@
 
 extern crate alloc;
 
-use alloc::string::String;
 use corequic_sdk::*;
 use cq_probe_protocol::TP_PROBE as TP;
 
@@ -15,9 +14,9 @@ struct TpReject;
 
 impl Plugin for TpReject {
     fn manifest() -> Manifest {
-        Manifest::new("tp-reject", "0.1.0")
+        Manifest::new("tp-reject", "0.2.0")
             .define_transport_parameter(TP)
-            .permission(Permission::Registration)
+            .permission(permission::REGISTRATION)
     }
 
     fn init(&mut self) -> Result<()> {
@@ -29,7 +28,7 @@ impl Plugin for TpReject {
     }
 
     fn decode_transport_parameter(&mut self, _: Anchor, _: u64, _: &InBuf) -> Result<()> {
-        Err(Error::InvalidArgument(String::from("refused by tp-reject")))
+        Err(Error::invalid_argument("refused by tp-reject"))
     }
 }
 

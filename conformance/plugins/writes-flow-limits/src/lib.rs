@@ -50,7 +50,7 @@ struct WritesFlowLimits {
 fn get_u64(field: FieldId) -> Result<u64> {
     match host::get(field)? {
         PluginVal::U64(v) => Ok(v),
-        _ => Err(Error::Failed(String::from("not a u64"))),
+        _ => Err(Error::failed("not a u64")),
     }
 }
 
@@ -68,24 +68,24 @@ fn log(message: &str) {
 
 impl WritesFlowLimits {
     fn rx_check(&mut self) -> Result<Vec<PluginVal>> {
-        let below = outcome(host::set(FieldId::MaxRxData, PluginVal::U64(0)));
-        let raised = outcome(host::set(FieldId::MaxRxData, PluginVal::U64(RAISED_RX)));
+        let below = outcome(host::set(field::MAX_RX_DATA, PluginVal::U64(0)));
+        let raised = outcome(host::set(field::MAX_RX_DATA, PluginVal::U64(RAISED_RX)));
         Ok(vec![
             below,
             raised,
-            PluginVal::U64(get_u64(FieldId::MaxRxData)?),
+            PluginVal::U64(get_u64(field::MAX_RX_DATA)?),
         ])
     }
 
     fn tx_check(&mut self) -> Result<Vec<PluginVal>> {
-        let sent = get_u64(FieldId::TxData)?;
-        let peer_limit = get_u64(FieldId::MaxTxData)?;
+        let sent = get_u64(field::TX_DATA)?;
+        let peer_limit = get_u64(field::MAX_TX_DATA)?;
         if sent == 0 {
-            return Err(Error::Failed(String::from("nothing sent yet")));
+            return Err(Error::failed("nothing sent yet"));
         }
-        let below = outcome(host::set(FieldId::MaxTxData, PluginVal::U64(sent - 1)));
-        let at_sent = outcome(host::set(FieldId::MaxTxData, PluginVal::U64(sent)));
-        let read_back = get_u64(FieldId::MaxTxData)? == sent;
+        let below = outcome(host::set(field::MAX_TX_DATA, PluginVal::U64(sent - 1)));
+        let at_sent = outcome(host::set(field::MAX_TX_DATA, PluginVal::U64(sent)));
+        let read_back = get_u64(field::MAX_TX_DATA)? == sent;
         self.held = Some((sent, peer_limit));
         host::set_timer(HOLD_TIMER, host::now().saturating_add(TICK_NS))?;
         Ok(vec![below, at_sent, PluginVal::Bool(read_back)])
@@ -94,14 +94,14 @@ impl WritesFlowLimits {
 
 impl Plugin for WritesFlowLimits {
     fn manifest() -> Manifest {
-        Manifest::new("writes-flow-limits", "0.1.0")
-            .reads(&[FieldId::MaxTxData, FieldId::MaxRxData, FieldId::TxData])
-            .writes(&[FieldId::MaxTxData, FieldId::MaxRxData])
+        Manifest::new("writes-flow-limits", "0.2.0")
+            .reads(&[field::MAX_TX_DATA, field::MAX_RX_DATA, field::TX_DATA])
+            .writes(&[field::MAX_TX_DATA, field::MAX_RX_DATA])
             .control(RX_CHECK)
             .control(TX_CHECK)
-            .bind(Routine::ProcessFrame, Anchor::After, MAX_DATA)
-            .permission(Permission::Timers)
-            .permission(Permission::Logging)
+            .bind(routine::PROCESS_FRAME, Anchor::After, MAX_DATA)
+            .permission(permission::TIMERS)
+            .permission(permission::LOGGING)
     }
 
     fn init(&mut self) -> Result<()> {
@@ -110,7 +110,7 @@ impl Plugin for WritesFlowLimits {
     }
 
     fn process_frame(&mut self, _: Anchor, frame: Frame, _: RxContext) -> Result<()> {
-        if let Frame::MaxData(max) = frame
+        if let (frame::MAX_DATA, Some(max)) = (frame.frame_type, frame.value())
             && max >= RAISED_RX
             && !self.raise_seen
         {
@@ -126,7 +126,7 @@ impl Plugin for WritesFlowLimits {
         };
         // While the limit is the one written (the peer has not raised it),
         // nothing beyond it may be sent.
-        if get_u64(FieldId::MaxTxData)? == limit && get_u64(FieldId::TxData)? > limit {
+        if get_u64(field::MAX_TX_DATA)? == limit && get_u64(field::TX_DATA)? > limit {
             self.exceeded = true;
         }
         self.ticks += 1;
@@ -139,15 +139,15 @@ impl Plugin for WritesFlowLimits {
         } else {
             "held at the written limit"
         });
-        let current = get_u64(FieldId::MaxTxData)?;
-        host::set(FieldId::MaxTxData, PluginVal::U64(current.max(peer_limit)))
+        let current = get_u64(field::MAX_TX_DATA)?;
+        host::set(field::MAX_TX_DATA, PluginVal::U64(current.max(peer_limit)))
     }
 
     fn plugin_control(&mut self, id: u64, _: Vec<PluginVal>) -> Result<Vec<PluginVal>> {
         match id {
             RX_CHECK => self.rx_check(),
             TX_CHECK => self.tx_check(),
-            _ => Err(Error::NotFound(String::from("no such control"))),
+            _ => Err(Error::not_found("no such control")),
         }
     }
 }

@@ -13,9 +13,9 @@ impl Plugin for FutureAbi {
     fn manifest() -> Manifest {
         // It also asks for a permission, so that a grant of `none` fails
         // too: the version check must come first (CQ-LOAD-4).
-        Manifest::new("future-abi", "0.1.0")
-            .abi_version("0.2.0")
-            .permission(Permission::Logging)
+        Manifest::new("future-abi", "0.2.0")
+            .abi_version("0.3.0")
+            .permission(permission::LOGGING)
     }
 }
 

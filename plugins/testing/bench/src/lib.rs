@@ -8,7 +8,7 @@
 
 extern crate alloc;
 
-use alloc::{string::String, vec, vec::Vec};
+use alloc::{vec, vec::Vec};
 use corequic_sdk::*;
 
 /// The extension frame carrying a MAX_DATA value (a varint).
@@ -24,23 +24,21 @@ impl Plugin for Bench {
     fn manifest() -> Manifest {
         // Only the routines the frame needs: the host calls nothing else.
         [
-            Routine::ShouldSendFrame,
-            Routine::PrepareFrame,
-            Routine::FrameWireLen,
-            Routine::WriteFrame,
-            Routine::ParseFrame,
-            Routine::ProcessFrame,
+            routine::SHOULD_SEND_FRAME,
+            routine::WRITE_FRAME,
+            routine::PARSE_FRAME,
+            routine::PROCESS_FRAME,
         ]
         .into_iter()
-        .fold(Manifest::new("bench", "0.1.0"), |m, r| {
+        .fold(Manifest::new("bench", "0.2.0"), |m, r| {
             m.bind(r, Anchor::Define, FRAME_MAX_DATA)
         })
         .control(CONTROL_EMPTY)
         .control(CONTROL_ARITH)
         .control(CONTROL_INCREASE_MAX_DATA)
-        .reads(&[FieldId::MaxTxData, FieldId::MaxRxData])
-        .writes(&[FieldId::MaxTxData])
-        .permission(Permission::Registration)
+        .reads(&[field::MAX_TX_DATA, field::MAX_RX_DATA])
+        .writes(&[field::MAX_TX_DATA])
+        .permission(permission::REGISTRATION)
     }
 
     fn init(&mut self) -> Result<()> {
@@ -58,34 +56,30 @@ impl Plugin for Bench {
         Ok(true)
     }
 
-    fn prepare_frame(&mut self, _: Anchor, ty: u64, _: SendContext) -> Result<Option<ExtFrame>> {
-        Ok(Some(ExtFrame {
-            frame_type: ty,
-            tag: host::get_u64(FieldId::MaxRxData)?,
-        }))
-    }
-
-    fn frame_wire_len(&mut self, _: Anchor, frame: ExtFrame) -> Result<u64> {
-        let len = varint::len(FRAME_MAX_DATA).zip(varint::len(frame.tag));
-        len.map(|(a, b)| (a + b) as u64)
-            .ok_or(Error::InvalidArgument("value too large".into()))
-    }
-
-    fn write_frame(&mut self, _: Anchor, frame: ExtFrame, out: &OutBuf) -> Result<()> {
+    fn write_frame(
+        &mut self,
+        _: Anchor,
+        _: u64,
+        _: SendContext,
+        out: &OutBuf,
+    ) -> Result<Option<u64>> {
+        let value = host::get_u64(field::MAX_RX_DATA)?;
         let mut bytes = Vec::with_capacity(12);
-        varint::encode(FRAME_MAX_DATA, &mut bytes);
-        varint::encode(frame.tag, &mut bytes);
-        out.put(&bytes)
+        if !(varint::encode(FRAME_MAX_DATA, &mut bytes) && varint::encode(value, &mut bytes)) {
+            return Err(Error::invalid_argument("value too large"));
+        }
+        out.put(&bytes)?;
+        Ok(Some(value))
     }
 
     fn parse_frame(&mut self, _: Anchor, ty: u64, payload: &InBuf) -> Result<ParsedFrame> {
         // One host call in the common case: a varint is at most 8 bytes.
         let head = match payload.read(0, 8) {
             Ok(head) => head,
-            Err(Error::BufferTooShort(_)) => payload.read(0, payload.len())?,
+            Err(e) if e.kind == error_kind::BUFFER_TOO_SHORT => payload.read(0, payload.len())?,
             Err(e) => return Err(e),
         };
-        let (value, len) = varint::decode(&head).ok_or(Error::BufferTooShort(1))?;
+        let (value, len) = varint::decode(&head).ok_or_else(|| Error::buffer_too_short(1))?;
         Ok(ParsedFrame {
             frame: ExtFrame {
                 frame_type: ty,
@@ -96,9 +90,9 @@ impl Plugin for Bench {
     }
 
     fn process_frame(&mut self, _: Anchor, frame: Frame, _: RxContext) -> Result<()> {
-        match frame {
-            Frame::Extension(f) => host::set(FieldId::MaxTxData, PluginVal::U64(f.tag)),
-            _ => Ok(()),
+        match frame.ext() {
+            Some(f) => host::set(field::MAX_TX_DATA, PluginVal::U64(f.tag)),
+            None => Ok(()),
         }
     }
 
@@ -112,11 +106,11 @@ impl Plugin for Bench {
                 PluginVal::S64(a.checked_div(*b).unwrap_or(0)),
             ]),
             (CONTROL_INCREASE_MAX_DATA, _) => {
-                let v = host::get_u64(FieldId::MaxTxData)?;
-                host::set(FieldId::MaxTxData, PluginVal::U64(v + 1))?;
+                let v = host::get_u64(field::MAX_TX_DATA)?;
+                host::set(field::MAX_TX_DATA, PluginVal::U64(v + 1))?;
                 Ok(Vec::new())
             }
-            _ => Err(Error::NotFound(String::from("unknown plugin-control id"))),
+            _ => Err(Error::not_found("unknown plugin-control id")),
         }
     }
 }

@@ -8,7 +8,6 @@
 
 extern crate alloc;
 
-use alloc::string::String;
 use corequic_sdk::*;
 
 /// The chaos plugin's frame types: FRAME_BASE to FRAME_BASE + 15.
@@ -19,9 +18,9 @@ struct ChaosSink;
 
 impl Plugin for ChaosSink {
     fn manifest() -> Manifest {
-        (FRAME_BASE..FRAME_BASE + 16).fold(Manifest::new("chaos-sink", "0.1.0"), |m, ty| {
-            m.bind(Routine::ParseFrame, Anchor::Define, ty).bind(
-                Routine::ProcessFrame,
+        (FRAME_BASE..FRAME_BASE + 16).fold(Manifest::new("chaos-sink", "0.2.0"), |m, ty| {
+            m.bind(routine::PARSE_FRAME, Anchor::Define, ty).bind(
+                routine::PROCESS_FRAME,
                 Anchor::Define,
                 ty,
             )
@@ -37,9 +36,7 @@ impl Plugin for ChaosSink {
         let body = payload.read(0, 1)?;
         let len = 1 + u64::from(body[0]);
         if payload.len() < len {
-            return Err(Error::InvalidArgument(String::from(
-                "truncated chaos frame",
-            )));
+            return Err(Error::invalid_argument("truncated chaos frame"));
         }
         Ok(ParsedFrame {
             frame: ExtFrame { frame_type, tag: 0 },

@@ -22,7 +22,10 @@ use core::cell::RefCell;
 use corequic_sdk::bindings::core_quic::plugin::host::{self, InBuf, OutBuf};
 use corequic_sdk::bindings::core_quic::plugin::types::*;
 use corequic_sdk::bindings::exports::core_quic::plugin::routines::Guest;
-use corequic_sdk::{FIELDS, trap, varint};
+use corequic_sdk::{field, permission, routine, trap, varint};
+
+/// Every field of the ABI.
+const FIELDS: [FieldId; 25] = field::ALL;
 
 /// `CQCHAOS!` followed by the seed, little-endian. The harness finds the
 /// marker in the component and overwrites the 8 bytes after it.
@@ -179,9 +182,9 @@ struct Plan {
 
 /// Writable fields every host supports.
 const WRITABLE: [FieldId; 3] = [
-    FieldId::SendingHalted,
-    FieldId::CongestionWindow,
-    FieldId::Ssthresh,
+    field::SENDING_HALTED,
+    field::CONGESTION_WINDOW,
+    field::SSTHRESH,
 ];
 
 /// Standard frame types it may observe.
@@ -325,8 +328,8 @@ impl Chaos {
                 }
                 Ok(())
             }
-            5 => Err(Error::Plugin(self.rng.value())),
-            6 => Err(Error::InvalidArgument(String::from("chaos"))),
+            5 => Err(Error::plugin(self.rng.value())),
+            6 => Err(Error::invalid_argument("chaos")),
             7 => {
                 // Re-enter itself.
                 let _ = host::call_plugin_control(CONTROL, &[]);
@@ -340,7 +343,11 @@ impl Chaos {
     }
 
     fn random_field(&mut self) -> FieldRef {
-        let id = FIELDS[self.rng.below(FIELDS.len() as u64) as usize];
+        // Mostly fields of the ABI, sometimes an identifier no host knows.
+        let id = match self.rng.below(10) {
+            0 => self.rng.value() as u32,
+            _ => FIELDS[self.rng.below(FIELDS.len() as u64) as usize],
+        };
         let space = match self.rng.below(5) {
             0 => Some(PnSpace::Initial),
             1 => Some(PnSpace::Handshake),
@@ -363,19 +370,31 @@ impl Chaos {
         }
     }
 
+    /// A frame as data: a standard or its own type, with a well-formed
+    /// layout or random values and bytes.
     fn random_frame(&mut self) -> Frame {
-        match self.rng.below(8) {
-            0 => Frame::Ping,
-            1 => Frame::Padding(self.rng.below(2000)),
-            2 => Frame::PathChallenge(self.rng.next()),
-            3 => Frame::MaxData(self.rng.value()),
-            4 => Frame::HandshakeDone,
-            5 => Frame::RetireConnectionId(self.rng.value()),
-            6 => Frame::DataBlocked(self.rng.value()),
-            _ => Frame::Extension(ExtFrame {
-                frame_type: self.plan.frame_type,
-                tag: self.rng.value(),
-            }),
+        let (frame_type, values) = match self.rng.below(8) {
+            0 => (0x01, Vec::new()),
+            1 => (0x00, vec![self.rng.below(2000)]),
+            2 => (0x1a, vec![self.rng.next()]),
+            3 => (0x10, vec![self.rng.value()]),
+            4 => (0x1e, Vec::new()),
+            5 => (0x19, vec![self.rng.value()]),
+            6 => (self.rng.below(0x40), Vec::new()),
+            _ => (self.plan.frame_type, vec![self.rng.value()]),
+        };
+        let mut values = values;
+        if self.rng.chance(100) {
+            values.extend((0..self.rng.below(6)).map(|_| self.rng.value()));
+        }
+        let data = match self.rng.chance(100) {
+            true => vec![0xcd; self.rng.below(64) as usize],
+            false => Vec::new(),
+        };
+        Frame {
+            frame_type,
+            values,
+            data,
         }
     }
 
@@ -394,7 +413,7 @@ impl Chaos {
             2 => {
                 let f = self.random_field();
                 let v = match self.random_value() {
-                    PluginVal::Bool(true) if matches!(f.id, FieldId::SendingHalted) => {
+                    PluginVal::Bool(true) if matches!(f.id, field::SENDING_HALTED) => {
                         PluginVal::Bool(false)
                     }
                     v => v,
@@ -409,7 +428,7 @@ impl Chaos {
                 let v = match f.id {
                     // Halting for good would stall the connection by design:
                     // the plugin only ever releases it.
-                    FieldId::SendingHalted => PluginVal::Bool(false),
+                    field::SENDING_HALTED => PluginVal::Bool(false),
                     _ => PluginVal::U64(self.rng.value()),
                 };
                 let _ = host::set_field(f, &v);
@@ -462,7 +481,7 @@ impl Chaos {
     }
 
     /// Write `len` bytes of its frame, or a lie about it.
-    fn frame_bytes(&mut self, frame: &ExtFrame, len: u64) -> Vec<u8> {
+    fn frame_bytes(&mut self, frame_type: u64, len: u64) -> Vec<u8> {
         let mut bytes = Vec::new();
         match self.rng.below(20) {
             // Another frame than the one registered.
@@ -472,7 +491,7 @@ impl Chaos {
             // Its frame: the type, one byte that gives the body's length,
             // the body (what test-chaos-sink parses).
             _ => {
-                encode_varint(frame.frame_type, &mut bytes);
+                encode_varint(frame_type, &mut bytes);
                 let body = (len as usize).saturating_sub(bytes.len() + 1).min(255);
                 bytes.push(body as u8);
                 bytes.resize(bytes.len() + body, 0x5a);
@@ -506,41 +525,39 @@ impl Guest for ChaosPlugin {
                 })
             };
             for routine in [
-                Routine::ShouldSendFrame,
-                Routine::PrepareFrame,
-                Routine::FrameWireLen,
-                Routine::WriteFrame,
-                Routine::OnFrameReserved,
-                Routine::NotifyFrame,
-                Routine::ParseFrame,
-                Routine::ProcessFrame,
-                Routine::LogFrame,
+                routine::SHOULD_SEND_FRAME,
+                routine::WRITE_FRAME,
+                routine::ON_FRAME_RESERVED,
+                routine::NOTIFY_FRAME,
+                routine::PARSE_FRAME,
+                routine::PROCESS_FRAME,
+                routine::LOG_FRAME,
             ] {
                 bind(routine, Anchor::Define, p.frame_type);
             }
             for &id in &p.transport_parameters {
-                bind(Routine::WriteTransportParameter, Anchor::Define, id);
-                bind(Routine::DecodeTransportParameter, Anchor::Define, id);
+                bind(routine::WRITE_TRANSPORT_PARAMETER, Anchor::Define, id);
+                bind(routine::DECODE_TRANSPORT_PARAMETER, Anchor::Define, id);
             }
             for &ty in &p.observed_frames {
-                bind(Routine::ProcessFrame, Anchor::After, ty);
-                bind(Routine::ProcessFrame, Anchor::Before, ty);
+                bind(routine::PROCESS_FRAME, Anchor::After, ty);
+                bind(routine::PROCESS_FRAME, Anchor::Before, ty);
             }
-            bind(Routine::PluginControl, Anchor::Define, CONTROL);
+            bind(routine::PLUGIN_CONTROL, Anchor::Define, CONTROL);
             PluginManifest {
                 name: String::from("chaos"),
-                version: String::from("0.1.0"),
+                version: String::from("0.2.0"),
                 abi_version: String::from(corequic_sdk::ABI_VERSION),
                 bindings,
                 reads: p.reads.clone(),
                 writes: p.writes.clone(),
                 permissions: vec![
-                    Permission::Timers,
-                    Permission::Randomness,
-                    Permission::Logging,
-                    Permission::Registration,
-                    Permission::SendFrames,
-                    Permission::PluginControl,
+                    permission::TIMERS,
+                    permission::RANDOMNESS,
+                    permission::LOGGING,
+                    permission::REGISTRATION,
+                    permission::SEND_FRAMES,
+                    permission::PLUGIN_CONTROL,
                 ],
             }
         })
@@ -591,40 +608,26 @@ impl Guest for ChaosPlugin {
         })
     }
 
-    fn prepare_frame(
+    fn write_frame(
         _: Anchor,
         frame_type: u64,
-        _: SendContext,
-    ) -> Result<Option<ExtFrame>, Error> {
-        with(|c| {
-            c.step()?;
-            Ok(c.rng.chance(900).then(|| ExtFrame {
-                frame_type,
-                tag: c.rng.value(),
-            }))
-        })
-    }
-
-    fn frame_wire_len(_: Anchor, frame: ExtFrame) -> Result<u64, Error> {
-        with(|c| {
-            c.step()?;
-            let honest = varint_len(frame.frame_type) + 1 + (frame.tag % 64);
-            Ok(match c.rng.below(20) {
-                0 => 0,
-                1 => c.rng.value(),
-                2 => honest + 1,
-                _ => honest,
-            })
-        })
-    }
-
-    fn write_frame(_: Anchor, frame: ExtFrame, out: &OutBuf) -> Result<(), Error> {
+        ctx: SendContext,
+        out: &OutBuf,
+    ) -> Result<Option<u64>, Error> {
         with(|c| {
             c.kept_handle = Some(out.handle());
             c.step()?;
-            let bytes = c.frame_bytes(&frame, out.capacity());
+            let tag = c.rng.value();
+            // Mostly an honest length, sometimes none, more than the room or
+            // a frame written and then withdrawn.
+            let len = match c.rng.below(20) {
+                0 => 0,
+                1 => ctx.room + 1 + c.rng.below(64),
+                _ => (varint_len(frame_type) + 1 + (tag % 64)).min(ctx.room),
+            };
+            let bytes = c.frame_bytes(frame_type, len);
             let _ = out.put(&bytes);
-            Ok(())
+            Ok(c.rng.chance(900).then_some(tag))
         })
     }
 
@@ -674,6 +677,18 @@ impl Guest for ChaosPlugin {
     }
 
     fn plugin_control(_: u64, args: Vec<PluginVal>) -> Result<Vec<PluginVal>, Error> {
+        with(|c| {
+            c.step()?;
+            Ok(args)
+        })
+    }
+
+    fn call_routine(
+        _: RoutineId,
+        _: Anchor,
+        _: u64,
+        args: Vec<PluginVal>,
+    ) -> Result<Vec<PluginVal>, Error> {
         with(|c| {
             c.step()?;
             Ok(args)

@@ -20,11 +20,11 @@ struct FieldProbe;
 
 impl Plugin for FieldProbe {
     fn manifest() -> Manifest {
-        Manifest::new("field-probe", "0.1.0")
+        Manifest::new("field-probe", "0.2.0")
             .define_transport_parameter(TP_PROBE)
-            .reads(&[FieldId::LargestReceived])
-            .permission(Permission::Registration)
-            .permission(Permission::Logging)
+            .reads(&[field::LARGEST_RECEIVED])
+            .permission(permission::REGISTRATION)
+            .permission(permission::LOGGING)
     }
 
     fn init(&mut self) -> Result<()> {
@@ -36,12 +36,12 @@ impl Plugin for FieldProbe {
     }
 
     fn decode_transport_parameter(&mut self, _: Anchor, _: u64, _: &InBuf) -> Result<()> {
-        let read = host::get_in(PnSpace::ApplicationData, FieldId::LargestReceived);
+        let read = host::get_in(PnSpace::ApplicationData, field::LARGEST_RECEIVED);
         let value = match read {
             Ok(PluginVal::None) => String::from("none"),
             Ok(PluginVal::U64(n)) => text::decimal(n),
             Ok(_) => String::from("other"),
-            Err(Error::NotFound(_)) => String::from("not-found"),
+            Err(e) if e.kind == error_kind::NOT_FOUND => String::from("not-found"),
             Err(_) => String::from("error"),
         };
         host::log(

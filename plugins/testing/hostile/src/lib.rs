@@ -61,14 +61,18 @@ impl Plugin for Hostile {
             LOG_FLOOD,
             CALL_REPEATEDLY,
         ])
-        .fold(Manifest::new("hostile", "0.1.0"), |m, id| m.control(id))
-        .bind(Routine::ShouldSendFrame, Anchor::Define, FRAME_HOSTILE)
-        .bind(Routine::WriteTransportParameter, Anchor::Define, TP_HOSTILE)
-        .reads(&[FieldId::IsServer])
-        .writes(&[FieldId::SendingHalted])
-        .permission(Permission::Registration)
-        .permission(Permission::PluginControl)
-        .permission(Permission::Logging)
+        .fold(Manifest::new("hostile", "0.2.0"), |m, id| m.control(id))
+        .bind(routine::SHOULD_SEND_FRAME, Anchor::Define, FRAME_HOSTILE)
+        .bind(
+            routine::WRITE_TRANSPORT_PARAMETER,
+            Anchor::Define,
+            TP_HOSTILE,
+        )
+        .reads(&[field::IS_SERVER])
+        .writes(&[field::SENDING_HALTED])
+        .permission(permission::REGISTRATION)
+        .permission(permission::PLUGIN_CONTROL)
+        .permission(permission::LOGGING)
     }
 
     fn init(&mut self) -> Result<()> {
@@ -119,9 +123,9 @@ impl Plugin for Hostile {
                 }
             }
             TRAP => trap(),
-            READ_UNDECLARED => host::get(FieldId::CongestionWindow).map(|v| vec![v]),
+            READ_UNDECLARED => host::get(field::CONGESTION_WINDOW).map(|v| vec![v]),
             WRITE_UNDECLARED => {
-                host::set(FieldId::CongestionWindow, PluginVal::U64(1)).map(|()| Vec::new())
+                host::set(field::CONGESTION_WINDOW, PluginVal::U64(1)).map(|()| Vec::new())
             }
             LAST_ERROR => match self.last_error.take() {
                 Some(e) => Err(e),
@@ -132,7 +136,7 @@ impl Plugin for Hostile {
                 Ok(Vec::new())
             }
             ECHO => Ok(args),
-            HALT => host::set(FieldId::SendingHalted, PluginVal::Bool(true)).map(|()| Vec::new()),
+            HALT => host::set(field::SENDING_HALTED, PluginVal::Bool(true)).map(|()| Vec::new()),
             CALL_REPEATEDLY => {
                 if let [PluginVal::U64(id), PluginVal::U64(n), PluginVal::U64(arg)] =
                     args.as_slice()
@@ -147,7 +151,7 @@ impl Plugin for Hostile {
             INIT_CONTROL_RESULT => self
                 .init_control
                 .take()
-                .unwrap_or_else(|| Err(Error::NotFound(String::from("no init control")))),
+                .unwrap_or_else(|| Err(Error::not_found("no init control"))),
             LOG_FLOOD => {
                 let n = match args.as_slice() {
                     [PluginVal::U64(n)] => *n,
@@ -159,7 +163,7 @@ impl Plugin for Hostile {
                 }
                 Ok(Vec::new())
             }
-            _ => Err(Error::NotFound(String::from("unknown plugin-control id"))),
+            _ => Err(Error::not_found("unknown plugin-control id")),
         }
     }
 }

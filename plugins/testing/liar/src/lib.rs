@@ -1,16 +1,16 @@
-//! A plugin whose frame registration lies about its length, for the hosts'
-//! negative tests (CQ-ROUTINE-12, CQ-ROUTINE-13). It
+//! A plugin whose `write-frame` lies about the frame it wrote, for the
+//! hosts' negative tests (CQ-ROUTINE-11 to CQ-ROUTINE-13, CQ-SEND-11). It
 //! registers an ack-eliciting frame, so the host builds packets for it, but
 //! no frame ever reaches a packet: plugin-control `0x4c0001(mode)` picks the
 //! lie, 0 (the default) sends nothing.
 //!
-//! | mode | `frame-wire-len` | `write-frame` writes |
+//! | mode | `write-frame` writes | and returns |
 //! |---|---|---|
-//! | 1 | the room + 1 | — |
-//! | 2 | 8 | 4 bytes (a short write) |
-//! | 3 | 0 | — |
-//! | 4 | 8 | as many bytes as the buffer takes, then more (a long write) |
-//! | 5 | 8 | 8 bytes of a CONNECTION_CLOSE frame (another frame than its own) |
+//! | 1 | nothing | a tag |
+//! | 2 | 4 bytes that do not start with its frame type | a tag |
+//! | 3 | 8 bytes of its frame | `none` |
+//! | 4 | as many bytes as the buffer takes, then more (a long write) | the error of the failed `put` |
+//! | 5 | 8 bytes of a CONNECTION_CLOSE frame (another frame than its own) | a tag |
 //!
 //! Its `init` also tries to register STREAM (0x08), a standard frame type;
 //! plugin-control `0x4c0002` returns what that registration returned.
@@ -19,7 +19,7 @@
 
 extern crate alloc;
 
-use alloc::{string::String, vec, vec::Vec};
+use alloc::{vec, vec::Vec};
 use corequic_sdk::*;
 
 /// The frame it pretends to send (a type no stack knows).
@@ -32,25 +32,19 @@ const CONTROL_STREAM_REGISTRATION: u64 = 0x4c_0002;
 #[derive(Default)]
 struct Liar {
     mode: u64,
-    room: u64,
     stream_registration: Option<Result<()>>,
 }
 
 impl Plugin for Liar {
     fn manifest() -> Manifest {
-        [
-            Routine::ShouldSendFrame,
-            Routine::PrepareFrame,
-            Routine::FrameWireLen,
-            Routine::WriteFrame,
-        ]
-        .into_iter()
-        .fold(Manifest::new("liar", "0.1.0"), |m, r| {
-            m.bind(r, Anchor::Define, FRAME_LIAR)
-        })
-        .control(CONTROL_MODE)
-        .control(CONTROL_STREAM_REGISTRATION)
-        .permission(Permission::Registration)
+        [routine::SHOULD_SEND_FRAME, routine::WRITE_FRAME]
+            .into_iter()
+            .fold(Manifest::new("liar", "0.2.0"), |m, r| {
+                m.bind(r, Anchor::Define, FRAME_LIAR)
+            })
+            .control(CONTROL_MODE)
+            .control(CONTROL_STREAM_REGISTRATION)
+            .permission(permission::REGISTRATION)
     }
 
     fn init(&mut self) -> Result<()> {
@@ -70,37 +64,33 @@ impl Plugin for Liar {
         Ok(())
     }
 
-    fn should_send_frame(&mut self, _: Anchor, _: u64, ctx: SendContext) -> Result<bool> {
-        self.room = ctx.room;
+    fn should_send_frame(&mut self, _: Anchor, _: u64, _: SendContext) -> Result<bool> {
         Ok(self.mode != 0)
     }
 
-    fn prepare_frame(
+    fn write_frame(
         &mut self,
         _: Anchor,
-        frame_type: u64,
+        _: u64,
         _: SendContext,
-    ) -> Result<Option<ExtFrame>> {
-        Ok(Some(ExtFrame { frame_type, tag: 0 }))
-    }
-
-    fn frame_wire_len(&mut self, _: Anchor, _: ExtFrame) -> Result<u64> {
-        Ok(match self.mode {
-            1 => self.room + 1,
-            3 => 0,
-            _ => 8,
-        })
-    }
-
-    fn write_frame(&mut self, _: Anchor, _: ExtFrame, out: &OutBuf) -> Result<()> {
+        out: &OutBuf,
+    ) -> Result<Option<u64>> {
+        // FRAME_LIAR as a 4-byte varint, then 4 bytes.
+        const OWN: [u8; 8] = [0x80, 0x00, 0x4c, 0x59, 0, 0, 0, 0];
         match self.mode {
-            2 => out.put(&[0x40, 0x4c, 0x59, 0]),
-            5 => out.put(&[0x1c, 0, 0, 0, 0, 0, 0, 0]),
+            1 => {}
+            2 => out.put(&[0x40, 0x4c, 0x59, 0])?,
+            3 => {
+                out.put(&OWN)?;
+                return Ok(None);
+            }
+            5 => out.put(&[0x1c, 0, 0, 0, 0, 0, 0, 0])?,
             _ => {
                 out.put(&vec![0u8; out.capacity() as usize])?;
-                out.put(&[0])
+                out.put(&[0])?;
             }
         }
+        Ok(Some(0))
     }
 
     fn plugin_control(&mut self, id: u64, args: Vec<PluginVal>) -> Result<Vec<PluginVal>> {
@@ -113,7 +103,7 @@ impl Plugin for Liar {
                 .stream_registration
                 .take()
                 .map_or_else(|| Ok(Vec::new()), |r| r.map(|()| Vec::new())),
-            _ => Err(Error::InvalidArgument(String::from("mode 0..=5 expected"))),
+            _ => Err(Error::invalid_argument("mode 0..=5 expected")),
         }
     }
 }

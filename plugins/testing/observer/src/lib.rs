@@ -11,7 +11,7 @@
 
 extern crate alloc;
 
-use alloc::{string::String, vec::Vec};
+use alloc::vec::Vec;
 use corequic_sdk::*;
 
 const ACK: u64 = 0x02;
@@ -40,9 +40,9 @@ struct Observer {
 
 impl Plugin for Observer {
     fn manifest() -> Manifest {
-        Manifest::new("observer", "0.1.0")
-            .bind(Routine::ProcessFrame, Anchor::After, ACK)
-            .bind(Routine::ProcessFrame, Anchor::After, STREAM)
+        Manifest::new("observer", "0.2.0")
+            .bind(routine::PROCESS_FRAME, Anchor::After, ACK)
+            .bind(routine::PROCESS_FRAME, Anchor::After, STREAM)
             .control(ARM_TRAP)
             .control(ARM_MUTATE)
             .control(LAST_ERROR)
@@ -50,7 +50,7 @@ impl Plugin for Observer {
             .control(HALT)
             .control(TRAP)
             .control(SPIN)
-            .writes(&[FieldId::SendingHalted])
+            .writes(&[field::SENDING_HALTED])
     }
 
     fn init(&mut self) -> Result<()> {
@@ -65,7 +65,7 @@ impl Plugin for Observer {
         }
         if self.mutate {
             self.mutate = false;
-            if let Err(e) = host::set(FieldId::SendingHalted, PluginVal::Bool(true)) {
+            if let Err(e) = host::set(field::SENDING_HALTED, PluginVal::Bool(true)) {
                 self.last_error = Some(e);
             }
         }
@@ -82,7 +82,7 @@ impl Plugin for Observer {
                 }
             }
             OBSERVED => return Ok(alloc::vec![PluginVal::U64(self.observed)]),
-            HALT => host::set(FieldId::SendingHalted, PluginVal::Bool(true))?,
+            HALT => host::set(field::SENDING_HALTED, PluginVal::Bool(true))?,
             TRAP => core::arch::wasm32::unreachable(),
             SPIN => {
                 let n = match args.as_slice() {
@@ -94,7 +94,7 @@ impl Plugin for Observer {
                     x = core::hint::black_box(x + 1);
                 }
             }
-            _ => return Err(Error::NotFound(String::from("unknown plugin-control id"))),
+            _ => return Err(Error::not_found("unknown plugin-control id")),
         }
         Ok(Vec::new())
     }

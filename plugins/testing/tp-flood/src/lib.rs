@@ -24,8 +24,8 @@ struct TpFlood;
 fn error_name(r: &Result<()>) -> String {
     String::from(match r {
         Ok(()) => "ok",
-        Err(Error::InvalidArgument(_)) => "invalid-argument",
-        Err(Error::Denied(_)) => "denied",
+        Err(e) if e.kind == error_kind::INVALID_ARGUMENT => "invalid-argument",
+        Err(e) if e.kind == error_kind::DENIED => "denied",
         Err(_) => "other",
     })
 }
@@ -34,11 +34,11 @@ impl Plugin for TpFlood {
     fn manifest() -> Manifest {
         (FIRST..FIRST + COUNT)
             .chain(STACK_OWNED)
-            .fold(Manifest::new("tp-flood", "0.1.0"), |m, id| {
-                m.bind(Routine::WriteTransportParameter, Anchor::Define, id)
+            .fold(Manifest::new("tp-flood", "0.2.0"), |m, id| {
+                m.bind(routine::WRITE_TRANSPORT_PARAMETER, Anchor::Define, id)
             })
-            .permission(Permission::Registration)
-            .permission(Permission::Logging)
+            .permission(permission::REGISTRATION)
+            .permission(permission::LOGGING)
     }
 
     fn init(&mut self) -> Result<()> {

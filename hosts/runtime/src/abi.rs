@@ -443,16 +443,114 @@ pub enum Error {
     Failed(String),
     /// A plugin-defined error code.
     Plugin(u64),
+    /// An error of a kind this host does not know (a plugin built against a
+    /// later release reported it), kept as it is (CQ-API-19).
+    Other {
+        /// The kind's registry identifier.
+        kind: u32,
+        /// The error's value.
+        value: u64,
+        /// The error's message.
+        message: String,
+    },
 }
-cases_debug!(Error {
-    Denied(x),
-    Unsupported(x),
-    InvalidArgument(x),
-    BufferTooShort(x),
-    NotFound(x),
-    Failed(x),
-    Plugin(x),
-});
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (case, payload): (&str, &dyn fmt::Debug) = match self {
+            Error::Denied(x) => ("Error::Denied", x),
+            Error::Unsupported(x) => ("Error::Unsupported", x),
+            Error::InvalidArgument(x) => ("Error::InvalidArgument", x),
+            Error::BufferTooShort(x) => ("Error::BufferTooShort", x),
+            Error::NotFound(x) => ("Error::NotFound", x),
+            Error::Failed(x) => ("Error::Failed", x),
+            Error::Plugin(x) => ("Error::Plugin", x),
+            Error::Other {
+                kind,
+                value,
+                message,
+            } => {
+                return f
+                    .debug_struct("Error::Other")
+                    .field("kind", kind)
+                    .field("value", value)
+                    .field("message", message)
+                    .finish();
+            }
+        };
+        f.debug_tuple(case).field(payload).finish()
+    }
+}
+
+/// The kinds of [`Error`]: each discriminant is the kind's identifier in the
+/// codepoint registry (`spec/registry.toml`, kind `error-kind`).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+#[repr(u32)]
+pub enum ErrorKind {
+    /// [`Error::Denied`].
+    Denied = 1,
+    /// [`Error::Unsupported`].
+    Unsupported = 2,
+    /// [`Error::InvalidArgument`].
+    InvalidArgument = 3,
+    /// [`Error::BufferTooShort`].
+    BufferTooShort = 4,
+    /// [`Error::NotFound`].
+    NotFound = 5,
+    /// [`Error::Failed`].
+    Failed = 6,
+    /// [`Error::Plugin`].
+    Plugin = 7,
+}
+
+impl Error {
+    /// The error as (kind identifier, value, message), the record of ABI
+    /// 0.2 (CQ-API-18): `value` is the bytes needed for `buffer-too-short`
+    /// and the code for `plugin`, 0 otherwise.
+    pub fn into_parts(self) -> (u32, u64, String) {
+        let kind = |k: ErrorKind| k as u32;
+        match self {
+            Error::Denied(m) => (kind(ErrorKind::Denied), 0, m),
+            Error::Unsupported(m) => (kind(ErrorKind::Unsupported), 0, m),
+            Error::InvalidArgument(m) => (kind(ErrorKind::InvalidArgument), 0, m),
+            Error::BufferTooShort(n) => (kind(ErrorKind::BufferTooShort), n, String::new()),
+            Error::NotFound(m) => (kind(ErrorKind::NotFound), 0, m),
+            Error::Failed(m) => (kind(ErrorKind::Failed), 0, m),
+            Error::Plugin(code) => (kind(ErrorKind::Plugin), code, String::new()),
+            Error::Other {
+                kind,
+                value,
+                message,
+            } => (kind, value, message),
+        }
+    }
+
+    /// The error an ABI 0.2 record describes; a kind this host does not know
+    /// is kept as [`Error::Other`].
+    pub fn from_parts(kind: u32, value: u64, message: String) -> Error {
+        const DENIED: u32 = ErrorKind::Denied as u32;
+        const UNSUPPORTED: u32 = ErrorKind::Unsupported as u32;
+        const INVALID: u32 = ErrorKind::InvalidArgument as u32;
+        const TOO_SHORT: u32 = ErrorKind::BufferTooShort as u32;
+        const NOT_FOUND: u32 = ErrorKind::NotFound as u32;
+        const FAILED: u32 = ErrorKind::Failed as u32;
+        const PLUGIN: u32 = ErrorKind::Plugin as u32;
+        match kind {
+            DENIED => Error::Denied(message),
+            UNSUPPORTED => Error::Unsupported(message),
+            INVALID => Error::InvalidArgument(message),
+            TOO_SHORT => Error::BufferTooShort(value),
+            NOT_FOUND => Error::NotFound(message),
+            FAILED => Error::Failed(message),
+            PLUGIN => Error::Plugin(value),
+            kind => Error::Other {
+                kind,
+                value,
+                message,
+            },
+        }
+    }
+}
 
 /// Printed as its `Debug` form (`Error::Denied("...")`), as the component
 /// bindings print it.
@@ -465,61 +563,63 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {}
 
 /// The connection fields a plugin may read or write (see the
-/// specification for each field's type, unit and access).
+/// specification for each field's type, unit and access). Each variant's
+/// discriminant is the field's identifier in the codepoint registry
+/// (`spec/registry.toml`, kind `field`).
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum FieldId {
     /// bool, read-only: this endpoint is the server.
-    IsServer,
+    IsServer = 1,
     /// u32, read-only: the negotiated QUIC version.
-    Version,
+    Version = 2,
     /// bool, read-only: the handshake is complete.
-    IsEstablished,
+    IsEstablished = 3,
     /// u64 bytes, read-write: the connection-level send limit granted by the peer (MAX_DATA).
-    MaxTxData,
+    MaxTxData = 4,
     /// u64 bytes, read-only: stream bytes sent so far.
-    TxData,
+    TxData = 5,
     /// u64 bytes, read-write: the connection-level receive limit granted to the peer.
-    MaxRxData,
+    MaxRxData = 6,
     /// u64 bytes, read-only: stream bytes received so far.
-    RxData,
+    RxData = 7,
     /// u64 bytes, read-only: the largest UDP payload the path allows sending.
-    MaxSendUdpPayload,
+    MaxSendUdpPayload = 8,
     /// socket-addr, read-only.
-    LocalAddress,
+    LocalAddress = 9,
     /// socket-addr, read-only.
-    PeerAddress,
+    PeerAddress = 10,
     /// duration, read-only: the negotiated idle timeout (0 = none).
-    IdleTimeout,
+    IdleTimeout = 11,
     /// bool, read-write: while true the host sends no packets; see the
     /// specification of the send loop.
-    SendingHalted,
+    SendingHalted = 12,
     /// u64, read-only: the next packet number to send.
-    NextPacketNumber,
+    NextPacketNumber = 13,
     /// u64 or none, read-only: the largest packet number acknowledged by the peer.
-    LargestAcked,
+    LargestAcked = 14,
     /// u64 or none, read-only: the largest packet number received.
-    LargestReceived,
+    LargestReceived = 15,
     /// duration, read-only.
-    LatestRtt,
+    LatestRtt = 16,
     /// duration, read-only.
-    SmoothedRtt,
+    SmoothedRtt = 17,
     /// duration, read-only.
-    MinRtt,
+    MinRtt = 18,
     /// duration, read-only.
-    Rttvar,
+    Rttvar = 19,
     /// duration, read-only: the peer's max_ack_delay.
-    MaxAckDelay,
+    MaxAckDelay = 20,
     /// u32, read-only.
-    PtoCount,
+    PtoCount = 21,
     /// u64 bytes, read-only.
-    BytesInFlight,
+    BytesInFlight = 22,
     /// u64 bytes, read-write.
-    CongestionWindow,
+    CongestionWindow = 23,
     /// u64 bytes or none (infinite), read-write.
-    Ssthresh,
+    Ssthresh = 24,
     /// u64 bytes, read-only.
-    MaxDatagramSize,
+    MaxDatagramSize = 25,
 }
 cases_debug!(FieldId {
     IsServer,
@@ -560,41 +660,47 @@ pub struct FieldRef {
 }
 record_debug!(FieldRef { "id" => id, "space" => space });
 
-/// The protocol routines a plugin may attach to.
+/// The protocol routines a plugin may attach to. Each variant's
+/// discriminant is the routine's identifier in the codepoint registry
+/// (`spec/registry.toml`, kind `routine`), except for the two routines that
+/// only 0.1.0 plugins bind (see [`Routine::LEGACY`]).
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum Routine {
     /// `write-transport-parameter`.
-    WriteTransportParameter,
+    WriteTransportParameter = 1,
     /// `decode-transport-parameter`.
-    DecodeTransportParameter,
+    DecodeTransportParameter = 2,
     /// `should-send-frame`.
-    ShouldSendFrame,
-    /// `prepare-frame`.
-    PrepareFrame,
-    /// `frame-wire-len`.
-    FrameWireLen,
-    /// `write-frame`.
-    WriteFrame,
+    ShouldSendFrame = 3,
+    /// `write-frame`: since 0.2.0 it writes the whole frame in one call;
+    /// in a 0.1.0 plugin's manifest it is the third of its three send
+    /// routines.
+    WriteFrame = 4,
     /// `on-frame-reserved`.
-    OnFrameReserved,
+    OnFrameReserved = 5,
     /// `notify-frame`.
-    NotifyFrame,
+    NotifyFrame = 6,
     /// `parse-frame`.
-    ParseFrame,
+    ParseFrame = 7,
     /// `process-frame`.
-    ProcessFrame,
+    ProcessFrame = 8,
     /// `log-frame`.
-    LogFrame,
+    LogFrame = 9,
     /// `plugin-control`.
-    PluginControl,
+    PluginControl = 10,
+    /// `prepare-frame` of ABI 0.1.0, which 0.2.0 merged into `write-frame`;
+    /// it has no registry identifier and appears only in the manifests of
+    /// 0.1.0 plugins (specification §2.2).
+    PrepareFrame = 0xf1,
+    /// `frame-wire-len` of ABI 0.1.0, merged into `write-frame` like
+    /// [`Routine::PrepareFrame`].
+    FrameWireLen = 0xf2,
 }
 cases_debug!(Routine {
     WriteTransportParameter,
     DecodeTransportParameter,
     ShouldSendFrame,
-    PrepareFrame,
-    FrameWireLen,
     WriteFrame,
     OnFrameReserved,
     NotifyFrame,
@@ -602,25 +708,29 @@ cases_debug!(Routine {
     ProcessFrame,
     LogFrame,
     PluginControl,
+    PrepareFrame,
+    FrameWireLen,
 });
 
 /// Host API groups a plugin must be granted before it may call them.
-/// Field access is granted per field, separately.
+/// Field access is granted per field, separately. Each variant's
+/// discriminant is the permission's identifier in the codepoint registry
+/// (`spec/registry.toml`, kind `permission`).
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum Permission {
     /// `set-timer`, `cancel-timer`.
-    Timers,
+    Timers = 1,
     /// `random-bytes`.
-    Randomness,
+    Randomness = 2,
     /// `log`.
-    Logging,
+    Logging = 3,
     /// `register-frame`, `register-transport-parameter`.
-    Registration,
+    Registration = 4,
     /// `send-frame` (standard frames queued on request).
-    SendFrames,
+    SendFrames = 5,
     /// `call-plugin-control` towards other plugins of the connection.
-    PluginControl,
+    PluginControl = 6,
 }
 cases_debug!(Permission {
     Timers,
@@ -799,7 +909,18 @@ cases_debug!(LogLevel {
 });
 
 /// The version of the WIT package this runtime implements.
-pub const ABI_VERSION: &str = "0.1.0";
+pub const ABI_VERSION: &str = "0.2.0";
+
+/// The earlier ABI versions whose plugins this runtime also runs, through
+/// its compatibility layer (specification §2.2): one release back.
+pub const COMPATIBLE_ABI_VERSIONS: [&str; 1] = ["0.1.0"];
+
+/// Whether this runtime runs a plugin built for ABI version `plugin`: a
+/// version compatible with [`ABI_VERSION`] (CQ-VER-6), or one of
+/// [`COMPATIBLE_ABI_VERSIONS`] exactly.
+pub fn abi_supported(plugin: &str) -> bool {
+    abi_compatible(plugin, ABI_VERSION) || COMPATIBLE_ABI_VERSIONS.contains(&plugin)
+}
 
 /// Application error code with which a host closes a connection whose
 /// protocol-defining plugin failed ("CQ" followed by 0x0001).
@@ -915,16 +1036,24 @@ impl FieldId {
     pub fn from_name(name: &str) -> Option<FieldId> {
         FieldId::ALL.into_iter().find(|f| f.name() == name)
     }
+
+    /// The field's identifier in the codepoint registry.
+    pub fn id(self) -> u32 {
+        self as u32
+    }
+
+    /// The field with registry identifier `id`, if this host knows it.
+    pub fn from_id(id: u32) -> Option<FieldId> {
+        FieldId::ALL.into_iter().find(|f| f.id() == id)
+    }
 }
 
 impl Routine {
-    /// Every routine that takes bindings, in WIT order.
-    pub const ALL: [Routine; 12] = [
+    /// Every routine of the ABI that takes bindings, in identifier order.
+    pub const ALL: [Routine; 10] = [
         Routine::WriteTransportParameter,
         Routine::DecodeTransportParameter,
         Routine::ShouldSendFrame,
-        Routine::PrepareFrame,
-        Routine::FrameWireLen,
         Routine::WriteFrame,
         Routine::OnFrameReserved,
         Routine::NotifyFrame,
@@ -933,6 +1062,30 @@ impl Routine {
         Routine::LogFrame,
         Routine::PluginControl,
     ];
+
+    /// The routines that only 0.1.0 plugins bind; a host runs them as part
+    /// of `write-frame` (specification §2.2).
+    pub const LEGACY: [Routine; 2] = [Routine::PrepareFrame, Routine::FrameWireLen];
+
+    /// The routine's identifier in the codepoint registry; `None` for the
+    /// [`Routine::LEGACY`] routines.
+    pub fn id(self) -> Option<u32> {
+        (!Routine::LEGACY.contains(&self)).then_some(self as u32)
+    }
+
+    /// The routine with registry identifier `id`, if this host knows it.
+    pub fn from_id(id: u32) -> Option<Routine> {
+        Routine::ALL.into_iter().find(|r| r.id() == Some(id))
+    }
+
+    /// The routine whose place a 0.1.0 plugin's binding of `self` takes:
+    /// the legacy send routines are part of `write-frame`.
+    pub fn merged(self) -> Routine {
+        match self {
+            Routine::PrepareFrame | Routine::FrameWireLen => Routine::WriteFrame,
+            r => r,
+        }
+    }
 
     /// The WIT name of the routine.
     pub fn name(self) -> &'static str {
@@ -950,6 +1103,14 @@ impl Routine {
             Routine::LogFrame => "log-frame",
             Routine::PluginControl => "plugin-control",
         }
+    }
+
+    /// Parse a WIT routine name (the legacy names included).
+    pub fn from_name(name: &str) -> Option<Routine> {
+        Routine::ALL
+            .into_iter()
+            .chain(Routine::LEGACY)
+            .find(|r| r.name() == name)
     }
 
     /// Whether the routine may run before the plugin has called `enable`.
@@ -989,6 +1150,16 @@ impl Permission {
     /// Parse a WIT permission name.
     pub fn from_name(name: &str) -> Option<Permission> {
         Permission::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// The permission's identifier in the codepoint registry.
+    pub fn id(self) -> u32 {
+        self as u32
+    }
+
+    /// The permission with registry identifier `id`, if this host knows it.
+    pub fn from_id(id: u32) -> Option<Permission> {
+        Permission::ALL.into_iter().find(|p| p.id() == id)
     }
 }
 

@@ -17,24 +17,50 @@
 //!
 //! `bind ROUTINE ANCHOR PARAM` lines (PARAM in lower-case hexadecimal) come
 //! in the manifest's order, then `read FIELD`, `write FIELD` and
-//! `permission NAME` lines, each in the manifest's order; names are the
-//! WIT names. Decoding is strict: the text must be exactly what [`encode`]
-//! writes for the manifest it decodes to.
+//! `permission NAME` lines, each in the manifest's order. That is format 1,
+//! for plugins of ABI 0.1.0, whose routines, fields and permissions are WIT
+//! names. Format 2, for every later ABI, starts with `core-quic:manifest 2`
+//! and names them by their registry identifiers, in decimal, so that a tool
+//! reads the manifest of a plugin built against a release newer than
+//! itself:
+//!
+//! ```text
+//! core-quic:manifest 2
+//! name ack-logger
+//! version 0.2.0
+//! abi-version 0.2.0
+//! bind 8 after 0x2
+//! bind 8 after 0x3
+//! permission 3
+//! ```
+//!
+//! Decoding is strict: the text must be exactly what [`encode`] writes for
+//! the manifest it decodes to, so a plugin of one ABI cannot carry the other
+//! format (CQ-LOAD-23).
 
 use crate::abi::{Anchor, Binding, FieldId, Permission, PluginManifest, Routine};
 
 /// The custom section's name.
 pub const SECTION: &str = "core-quic:manifest";
 
-/// The first line, with the format's version.
+/// The first line of format 1 (ABI 0.1.0: names).
 const HEADER: &str = "core-quic:manifest 1";
+
+/// The first line of format 2 (ABI 0.2 and later: registry identifiers).
+const HEADER_IDS: &str = "core-quic:manifest 2";
+
+/// Whether a manifest of this ABI version is written with names (format 1).
+fn uses_names(abi_version: &str) -> bool {
+    abi_version == "0.1.0"
+}
 
 /// The section's text for `manifest`; an error if a name, version or ABI
 /// version contains a line break or other control character, or is padded
 /// with white space (the format could not carry it).
 pub fn encode(manifest: &PluginManifest) -> Result<String, String> {
+    let names = uses_names(&manifest.abi_version);
     let mut out = String::new();
-    out.push_str(HEADER);
+    out.push_str(if names { HEADER } else { HEADER_IDS });
     out.push('\n');
     for (key, value) in [
         ("name", &manifest.name),
@@ -47,21 +73,38 @@ pub fn encode(manifest: &PluginManifest) -> Result<String, String> {
         out.push_str(&format!("{key} {value}\n"));
     }
     for b in &manifest.bindings {
+        let routine = match (names, b.routine.id()) {
+            (true, _) => b.routine.name().to_string(),
+            (false, Some(id)) => id.to_string(),
+            (false, None) => {
+                return Err(format!(
+                    "routine {} exists only in ABI 0.1.0, not in {}",
+                    b.routine.name(),
+                    manifest.abi_version
+                ));
+            }
+        };
         out.push_str(&format!(
-            "bind {} {} {:#x}\n",
-            b.routine.name(),
+            "bind {routine} {} {:#x}\n",
             b.anchor.name(),
             b.param
         ));
     }
+    let field = |f: &FieldId| match names {
+        true => f.name().to_string(),
+        false => f.id().to_string(),
+    };
     for f in &manifest.reads {
-        out.push_str(&format!("read {}\n", f.name()));
+        out.push_str(&format!("read {}\n", field(f)));
     }
     for f in &manifest.writes {
-        out.push_str(&format!("write {}\n", f.name()));
+        out.push_str(&format!("write {}\n", field(f)));
     }
     for p in &manifest.permissions {
-        out.push_str(&format!("permission {}\n", p.name()));
+        match names {
+            true => out.push_str(&format!("permission {}\n", p.name())),
+            false => out.push_str(&format!("permission {}\n", p.id())),
+        }
     }
     Ok(out)
 }
@@ -70,9 +113,15 @@ pub fn encode(manifest: &PluginManifest) -> Result<String, String> {
 pub fn decode(section: &[u8]) -> Result<PluginManifest, String> {
     let text = std::str::from_utf8(section).map_err(|_| "the section is not UTF-8".to_string())?;
     let mut lines = text.lines();
-    if lines.next() != Some(HEADER) {
-        return Err(format!("the section does not start with {HEADER:?}"));
-    }
+    let names = match lines.next() {
+        Some(HEADER) => true,
+        Some(HEADER_IDS) => false,
+        _ => {
+            return Err(format!(
+                "the section does not start with {HEADER:?} or {HEADER_IDS:?}"
+            ));
+        }
+    };
     let mut value = |key: &str| {
         lines
             .next()
@@ -93,15 +142,25 @@ pub fn decode(section: &[u8]) -> Result<PluginManifest, String> {
         let (key, rest) = line
             .split_once(' ')
             .ok_or_else(|| format!("line {line:?} has no value"))?;
-        let field = || FieldId::from_name(rest).ok_or_else(|| format!("unknown field {rest:?}"));
+        let field = || {
+            match names {
+                true => FieldId::from_name(rest),
+                false => rest.parse().ok().and_then(FieldId::from_id),
+            }
+            .ok_or_else(|| format!("unknown field {rest:?}"))
+        };
+        let permission = || {
+            match names {
+                true => Permission::from_name(rest),
+                false => rest.parse().ok().and_then(Permission::from_id),
+            }
+            .ok_or_else(|| format!("unknown permission {rest:?}"))
+        };
         match key {
-            "bind" => manifest.bindings.push(binding(rest)?),
+            "bind" => manifest.bindings.push(binding(rest, names)?),
             "read" => manifest.reads.push(field()?),
             "write" => manifest.writes.push(field()?),
-            "permission" => manifest.permissions.push(
-                Permission::from_name(rest)
-                    .ok_or_else(|| format!("unknown permission {rest:?}"))?,
-            ),
+            "permission" => manifest.permissions.push(permission()?),
             _ => return Err(format!("unknown line {line:?}")),
         }
     }
@@ -112,7 +171,7 @@ pub fn decode(section: &[u8]) -> Result<PluginManifest, String> {
     Ok(manifest)
 }
 
-fn binding(text: &str) -> Result<Binding, String> {
+fn binding(text: &str, names: bool) -> Result<Binding, String> {
     let mut parts = text.split(' ');
     let (Some(routine), Some(anchor), Some(param), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
@@ -120,10 +179,11 @@ fn binding(text: &str) -> Result<Binding, String> {
         return Err(format!("binding {text:?} is not ROUTINE ANCHOR PARAM"));
     };
     Ok(Binding {
-        routine: Routine::ALL
-            .into_iter()
-            .find(|r| r.name() == routine)
-            .ok_or_else(|| format!("unknown routine {routine:?}"))?,
+        routine: match names {
+            true => Routine::from_name(routine),
+            false => routine.parse().ok().and_then(Routine::from_id),
+        }
+        .ok_or_else(|| format!("unknown routine {routine:?}"))?,
         anchor: Anchor::ALL
             .into_iter()
             .find(|a| a.name() == anchor)
@@ -291,6 +351,31 @@ mod tests {
             "{text}"
         );
         assert_eq!(decode(text.as_bytes()), Ok(manifest()));
+    }
+
+    #[test]
+    fn a_manifest_of_abi_0_2_is_written_with_registry_identifiers() {
+        let mut m = manifest();
+        m.abi_version = "0.2.0".into();
+        m.bindings[0].routine = Routine::WriteFrame;
+        let text = encode(&m).expect("encode");
+        assert_eq!(
+            text,
+            "core-quic:manifest 2\nname ack logger\nversion 0.1.0\nabi-version 0.2.0\n\
+             bind 4 after 0x2\nbind 10 define 0x80000\nread 1\nread 25\nwrite 25\n\
+             permission 3\n"
+        );
+        assert_eq!(decode(text.as_bytes()), Ok(m.clone()));
+        // A plugin of one ABI cannot carry the other format (CQ-LOAD-23).
+        let as_names = text
+            .replace("manifest 2", "manifest 1")
+            .replace("bind 4", "bind write-frame");
+        assert!(decode(as_names.as_bytes()).is_err());
+        let unknown = text.replace("read 25", "read 9999");
+        assert!(decode(unknown.as_bytes()).is_err(), "an unknown field");
+        // 0.1.0's prepare-frame has no identifier.
+        m.bindings[0].routine = Routine::PrepareFrame;
+        assert!(encode(&m).is_err());
     }
 
     #[test]

@@ -369,6 +369,7 @@ impl Runtime {
             entry.store(&component, &manifest);
         }
         let info = self.validate(manifest, grants)?;
+        check_world_version(&pre, &info.manifest)?;
         Ok(Arc::new(Plugin {
             info: Arc::new(info),
             pre,
@@ -421,7 +422,7 @@ impl Runtime {
             .collect();
         names.into_iter().find_map(|name| {
             let version = name.strip_prefix("core-quic:plugin/")?.split_once('@')?.1;
-            (!abi::abi_compatible(version, abi::ABI_VERSION) && !self.accepts_foreign_abi())
+            (!abi::abi_supported(version) && !self.accepts_foreign_abi())
                 .then(|| version.to_string())
         })
     }
@@ -438,7 +439,8 @@ impl Runtime {
         let mut store = Store::new(&self.engine, PluginState::for_manifest(&self.config));
         store.limiter(|s| &mut s.limits);
         crate::deadline::install(&mut store, self.deadline_ticks());
-        pre.instantiate(&mut store)
+        let manifest = pre
+            .instantiate(&mut store, None)
             .and_then(|mut guest| guest.manifest(&mut store))
             .map_err(|e| {
                 // Name the cause (CQ-LOAD-3): a deadline interrupt reads as
@@ -452,7 +454,13 @@ impl Runtime {
                     plugin: origin.into(),
                     message: format!("the plugin {cause} in manifest: {e:#}"),
                 }
-            })
+            })?;
+        // Identifiers this host does not implement refuse the plugin like a
+        // routine or field it does not support (CQ-LOAD-6).
+        manifest.map_err(|unknown| LoadError::Unsupported {
+            plugin: unknown.name,
+            missing: unknown.missing,
+        })
     }
 
     /// The compiled component, from the cache when it has the entry.
@@ -484,9 +492,7 @@ impl Runtime {
 
     fn validate(&self, manifest: PluginManifest, grants: &Grants) -> Result<PluginInfo, LoadError> {
         let name = manifest.name.clone();
-        if !abi::abi_compatible(&manifest.abi_version, abi::ABI_VERSION)
-            && !self.accepts_foreign_abi()
-        {
+        if !abi::abi_supported(&manifest.abi_version) && !self.accepts_foreign_abi() {
             return Err(LoadError::AbiVersion {
                 plugin: name,
                 plugin_abi: manifest.abi_version.clone(),
@@ -517,8 +523,10 @@ impl Runtime {
         let caps = &self.capabilities;
         let mut missing = Vec::new();
         for b in &manifest.bindings {
-            let what = format!("routine {}", b.routine.name());
-            if !caps.routines.contains(&b.routine) && !missing.contains(&what) {
+            // A 0.1.0 plugin's legacy send routines run as write-frame.
+            let routine = b.routine.merged();
+            let what = format!("routine {}", routine.name());
+            if !caps.routines.contains(&routine) && !missing.contains(&what) {
                 missing.push(what);
             }
         }
@@ -581,6 +589,29 @@ impl Runtime {
     pub fn connection(&self, plugins: &[Arc<Plugin>]) -> Result<PluginSet, LoadError> {
         PluginSet::new(self, plugins)
     }
+}
+
+/// A plugin's manifest names the ABI version whose world the component
+/// exports: 0.1.0 for a 0.1 world, a 0.2 version for a 0.2 world
+/// (CQ-LOAD-24).
+fn check_world_version(pre: &GuestPre, manifest: &PluginManifest) -> Result<(), LoadError> {
+    let (world, fits) = match pre {
+        GuestPre::V0_1(_) => ("0.1.0", manifest.abi_version == "0.1.0"),
+        GuestPre::V0_2(_) => (
+            abi::ABI_VERSION,
+            abi::abi_compatible(&manifest.abi_version, abi::ABI_VERSION),
+        ),
+    };
+    if fits {
+        return Ok(());
+    }
+    Err(LoadError::InvalidManifest {
+        plugin: manifest.name.clone(),
+        reason: format!(
+            "its manifest names ABI {} but the component is built against the {world} world",
+            manifest.abi_version
+        ),
+    })
 }
 
 impl Drop for Runtime {

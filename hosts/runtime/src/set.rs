@@ -162,7 +162,7 @@ impl PluginSet {
         for (idx, plugin) in plugins.iter().enumerate() {
             for b in &plugin.info.manifest.bindings {
                 let rid = *route_index
-                    .entry((b.routine as u8, b.param))
+                    .entry((b.routine.merged() as u8, b.param))
                     .or_insert_with(|| {
                         routes.push(Route::default());
                         routes.len() - 1
@@ -172,7 +172,7 @@ impl PluginSet {
                     Anchor::Define => match route.define {
                         Some(first) if first != idx => {
                             return Err(LoadError::DefineConflict {
-                                routine: b.routine,
+                                routine: b.routine.merged(),
                                 param: b.param,
                                 first: plugins[first].info.name.clone(),
                                 second: plugin.info.name.clone(),
@@ -195,7 +195,7 @@ impl PluginSet {
             crate::deadline::install(&mut store, runtime.deadline_ticks());
             let guest = plugin
                 .pre
-                .instantiate(&mut store)
+                .instantiate(&mut store, Some(&plugin.info.manifest))
                 .map_err(|e| LoadError::Instantiate {
                     plugin: plugin.info.name.clone(),
                     message: e.to_string(),
@@ -686,72 +686,64 @@ impl PluginSet {
         )
     }
 
-    /// Routine `prepare-frame`.
-    pub fn prepare_frame(
+    /// Routine `write-frame`: the DEFINE writes a frame of `frame_type`
+    /// into a buffer of `ctx.room` bytes and names its tag; the bytes are
+    /// appended to `out` only when they are one frame of that type
+    /// (CQ-ROUTINE-11 to CQ-ROUTINE-13, CQ-SEND-11). `Ok(None)`: nothing to
+    /// send. Observers write into scratch buffers of the same capacity, which
+    /// are discarded (CQ-ANCHOR-8); AFTER observers of a 0.1.0 plugin are
+    /// told the frame the DEFINE wrote (specification §2.2).
+    pub fn write_frame(
         &mut self,
         conn: &mut dyn HostConnection,
         frame_type: u64,
         ctx: SendContext,
-    ) -> Result<Option<ExtFrame>, RoutineError> {
-        self.run(conn, Routine::PrepareFrame, frame_type, |g, s, anchor| {
-            g.prepare_frame(s, anchor, frame_type, ctx)
-        })
-    }
-
-    /// Routine `frame-wire-len`.
-    pub fn frame_wire_len(
-        &mut self,
-        conn: &mut dyn HostConnection,
-        frame: ExtFrame,
-    ) -> Result<u64, RoutineError> {
-        self.run(
-            conn,
-            Routine::FrameWireLen,
-            frame.frame_type,
-            |g, s, anchor| g.frame_wire_len(s, anchor, frame),
-        )
-    }
-
-    /// Routine `write-frame`: appends exactly `len` bytes to `out`, or
-    /// nothing (and an error) when the plugin fails or writes another amount.
-    pub fn write_frame(
-        &mut self,
-        conn: &mut dyn HostConnection,
-        frame: ExtFrame,
-        len: usize,
         out: &mut Vec<u8>,
-    ) -> Result<(), RoutineError> {
-        let written = self.run(
-            conn,
-            Routine::WriteFrame,
-            frame.frame_type,
-            |g, s, anchor| {
-                let data = s.data_mut();
-                data.out.clear();
-                data.out_capacity = len;
-                let r = g.write_frame(s, anchor, frame)?;
-                if anchor == Anchor::Define && r.is_ok() {
-                    out.extend_from_slice(&s.data().out);
-                }
-                Ok(r.map(|()| s.data().out.len()))
-            },
-        );
+    ) -> Result<Option<(ExtFrame, usize)>, RoutineError> {
+        let start = out.len();
+        let room = usize::try_from(ctx.room).unwrap_or(usize::MAX);
+        let mut defined: Option<(ExtFrame, u64)> = None;
+        let written = self.run(conn, Routine::WriteFrame, frame_type, |g, s, anchor| {
+            let data = s.data_mut();
+            data.out.clear();
+            data.out_capacity = room;
+            let r = g.write_frame(s, anchor, frame_type, ctx, defined)?;
+            if anchor != Anchor::Define {
+                return Ok(r.map(|_| None));
+            }
+            let bytes = &s.data().out;
+            Ok(r.map(|tag| {
+                out.extend_from_slice(bytes);
+                let frame = tag.map(|tag| ExtFrame { frame_type, tag });
+                defined = frame.map(|f| (f, bytes.len() as u64));
+                Some((frame, bytes.len()))
+            }))
+        });
+        let n = out.len() - start;
+        let refuse = |out: &mut Vec<u8>, why: String| {
+            out.truncate(start);
+            Err(RoutineError::InvalidResult(format!("write-frame: {why}")))
+        };
         match written {
-            Ok(n) if n == len => {
+            Ok(Some((Some(frame), _))) if n == 0 => {
+                let _ = frame;
+                refuse(out, "returned a tag but wrote nothing".into())
+            }
+            Ok(Some((Some(frame), _))) => {
                 // Only the registered frame may reach the packet (CQ-SEND-11).
-                let start = out.len() - n;
-                crate::frames::check_written(frame.frame_type, &out[start..]).map_err(|why| {
-                    out.truncate(start);
-                    RoutineError::InvalidResult(format!("write-frame: {why}"))
-                })
+                match crate::frames::check_written(frame_type, &out[start..]) {
+                    Ok(()) => Ok(Some((frame, n))),
+                    Err(why) => refuse(out, why),
+                }
             }
-            Ok(n) => {
-                out.truncate(out.len() - n);
-                Err(RoutineError::InvalidResult(format!(
-                    "write-frame wrote {n} bytes but frame-wire-len said {len}"
-                )))
+            Ok(Some((None, _))) if n > 0 => {
+                refuse(out, format!("returned none but wrote {n} bytes"))
             }
-            Err(e) => Err(e),
+            Ok(_) => Ok(None),
+            Err(e) => {
+                out.truncate(start);
+                Err(e)
+            }
         }
     }
 
@@ -771,9 +763,9 @@ impl PluginSet {
     }
 
     /// Algorithm 1 of the Core QUIC paper for one send position: for every
-    /// registration at `ctx.position`, should-send → prepare → wire-len (≤
-    /// room) → write → on-frame-reserved. Frames are appended to `out` and
-    /// described in `written`. Returns the bytes written.
+    /// registration at `ctx.position`, should-send → write (≤ room) →
+    /// on-frame-reserved. Frames are appended to `out` and described in
+    /// `written`. Returns the bytes written.
     pub fn write_frames(
         &mut self,
         conn: &mut dyn HostConnection,
@@ -824,19 +816,16 @@ impl PluginSet {
             // and then produced none no longer makes the host build packets
             // for it (`wants_to_send`): it would otherwise spin the send loop.
             self.unproductive.insert(ty);
-            let Ok(Some(frame)) = self.prepare_frame(conn, ty, ctx) else {
-                continue;
-            };
-            let len = match self.frame_wire_len(conn, frame) {
-                Ok(len) if len <= ctx.room && len > 0 => len as usize,
-                _ => continue,
-            };
-            if let Err(e) = self.write_frame(conn, frame, len, out) {
-                if let RoutineError::InvalidResult(why) = e {
-                    self.count_invalid_result(conn, Routine::WriteFrame, ty, &why);
+            let (frame, len) = match self.write_frame(conn, ty, ctx, out) {
+                Ok(Some(written)) => written,
+                Ok(None) => continue,
+                Err(e) => {
+                    if let RoutineError::InvalidResult(why) = e {
+                        self.count_invalid_result(conn, Routine::WriteFrame, ty, &why);
+                    }
+                    continue;
                 }
-                continue;
-            }
+            };
             self.unproductive.remove(&ty);
             written.push(WrittenFrame {
                 frame,

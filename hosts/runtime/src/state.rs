@@ -95,6 +95,9 @@ impl PluginState {
         }
         let size = record.charged_size();
         if size > self.log_budget {
+            // A record that does not fit spends the budget: every later
+            // record is dropped too, and `log` answers 0 (CQ-LIMIT-12).
+            self.log_budget = 0;
             self.logs_dropped += 1;
             return false;
         }
@@ -133,7 +136,8 @@ impl PluginState {
         Self::new(config, None, usize::MAX)
     }
 
-    fn deny(&mut self, message: String) -> Error {
+    /// A denied call: counted (CQ-PERM-9), with `message`.
+    pub(crate) fn deny(&mut self, message: String) -> Error {
         if !self.injected.has(InjectedFault::UncountedDenials) {
             self.denied += 1;
         }
@@ -412,14 +416,18 @@ impl PluginState {
         Ok(buf)
     }
 
+    /// `log`: the bytes left in the log budget after the record. `fields`
+    /// is `Err` when a frame among the values does not fit the layout of its
+    /// type (a 0.2 plugin's frames as data).
     pub(crate) fn log(
         &mut self,
         level: LogLevel,
         mut message: String,
-        fields: Vec<(String, PluginVal)>,
-    ) -> Result<(), Error> {
+        fields: Result<Vec<(String, PluginVal)>, String>,
+    ) -> Result<u64, Error> {
         let scope = self.scope("log", false)?;
         self.permit("log", Permission::Logging)?;
+        let fields = fields.map_err(Error::InvalidArgument)?;
         truncate_log_text(&mut message);
         let plugin = self
             .info
@@ -438,13 +446,15 @@ impl PluginState {
             // SAFETY: see `Scope`.
             unsafe { &mut *scope.conn }.log(record);
         }
-        Ok(())
+        Ok(self.log_budget as u64)
     }
 
-    pub(crate) fn send_frame(&mut self, frame: Frame) -> Result<(), Error> {
+    /// `send-frame`; `frame` is `Err` when a 0.2 plugin's frame does not fit
+    /// the layout of its type (CQ-RECV-9).
+    pub(crate) fn send_frame(&mut self, frame: Result<Frame, String>) -> Result<(), Error> {
         let scope = self.scope("send-frame", true)?;
         self.permit("send-frame", Permission::SendFrames)?;
-        let frame = match frame {
+        let frame = match frame.map_err(Error::InvalidArgument)? {
             Frame::PathChallenge(_) if self.injected.has(InjectedFault::PathChallengeAsPing) => {
                 Frame::Ping
             }

@@ -40,13 +40,13 @@ fn abi_version_mismatch_is_refused_naming_both_versions() {
         err,
         LoadError::AbiVersion {
             plugin: "future-abi".into(),
-            plugin_abi: "0.2.0".into(),
+            plugin_abi: "0.3.0".into(),
             host_abi: abi::ABI_VERSION.into()
         }
     );
     let text = err.to_string();
     assert!(
-        text.contains("0.2.0") && text.contains(abi::ABI_VERSION),
+        text.contains("0.3.0") && text.contains(abi::ABI_VERSION),
         "{text}"
     );
 }
@@ -58,6 +58,7 @@ fn abi_compatibility_follows_semver() {
     assert!(abi::abi_compatible("0.1.0", "0.1.3"));
     assert!(!abi::abi_compatible("0.1.4", "0.1.3"));
     assert!(!abi::abi_compatible("0.2.0", "0.1.0"));
+    assert!(!abi::abi_compatible("0.1.0", "0.2.0"));
     assert!(abi::abi_compatible("1.1.0", "1.2.0"));
     assert!(abi::abi_compatible("1.2.0", "1.2.1"));
     assert!(!abi::abi_compatible("1.2.2", "1.2.1"));
@@ -71,8 +72,20 @@ fn abi_compatibility_follows_semver() {
     }
 }
 
+/// CQ-VER-6, CQ-VER-10: a 0.2 host runs plugins of its own minor version and,
+/// through the compatibility layer, of 0.1.0 exactly (one release back).
+#[test]
+fn the_host_runs_its_own_line_and_one_release_back() {
+    assert_eq!(abi::ABI_VERSION, "0.2.0");
+    assert!(abi::abi_supported("0.2.0"));
+    assert!(abi::abi_supported("0.1.0"));
+    for refused in ["0.2.1", "0.1.1", "0.3.0", "0.0.9", "1.0.0"] {
+        assert!(!abi::abi_supported(refused), "{refused}");
+    }
+}
+
 /// CQ-VER-7: a component built against another version of the WIT package
-/// (its imports name `core-quic:plugin/…@0.2.0`) is refused with the
+/// (its imports name `core-quic:plugin/…@0.3.0`) is refused with the
 /// version error, not the linker's.
 #[test]
 fn a_component_built_against_another_wit_version_is_refused_naming_both_versions() {
@@ -80,7 +93,7 @@ fn a_component_built_against_another_wit_version_is_refused_naming_both_versions
     types.instance(&wasm_encoder::InstanceType::new());
     let mut imports = wasm_encoder::ComponentImportSection::new();
     imports.import(
-        "core-quic:plugin/host@0.2.0",
+        "core-quic:plugin/host@0.3.0",
         wasm_encoder::ComponentTypeRef::Instance(0),
     );
     let mut component = wasm_encoder::Component::new();
@@ -92,7 +105,7 @@ fn a_component_built_against_another_wit_version_is_refused_naming_both_versions
         err,
         LoadError::AbiVersion {
             plugin: "future.wasm".into(),
-            plugin_abi: "0.2.0".into(),
+            plugin_abi: "0.3.0".into(),
             host_abi: abi::ABI_VERSION.into()
         }
     );
@@ -621,9 +634,10 @@ fn plugin_control_does_not_reach_a_plugin_before_its_init() {
     );
 }
 
-/// CQ-LIMIT-12: a plugin that logs 4 MiB passes at most its 1 MiB budget to
-/// the connection's log; the rest is dropped, counted, and `log` still
-/// returns ok.
+/// CQ-LIMIT-12, CQ-API-12: a plugin that logs 4 MiB passes at most its 1 MiB
+/// budget to the connection's log; the rest is dropped, counted, and `log`
+/// still returns ok, with 0 bytes left from the first record that did not
+/// fit on.
 #[test]
 fn log_records_stay_within_the_plugins_budget() {
     let mut p = pair(&["test-hostile"], &[]);
@@ -631,7 +645,7 @@ fn log_records_stay_within_the_plugins_budget() {
         .client
         .plugins
         .plugin_control(&mut p.client.conn, 0x48_000b, &[PluginVal::U64(1000)]);
-    assert_eq!(r, Ok(Vec::new()));
+    assert_eq!(r, Ok(vec![PluginVal::U64(0)]), "the budget is spent");
     let passed: usize = p
         .client
         .conn

@@ -1,5 +1,8 @@
 //! The five reference plugins, each through the mock host (spec appendix
-//! A).
+//! A): the plugins this repository builds against the current ABI, and the
+//! same suite with the plugins as built against ABI 0.1.0
+//! (`plugins/prebuilt/0.1.0`), which the runtime runs through its
+//! compatibility layer (spec §2.2).
 
 mod common;
 
@@ -12,473 +15,507 @@ const BDP_SET_WINDOW: u64 = 0x80000;
 const FRAME_BDP: u64 = 0xBD;
 const FRAME_DUMMY: u64 = 0x42;
 
-/// Appendix A (padding); CQ-SEND-3 (the `end` position gets the remaining room).
-#[test]
-fn padding_fills_every_datagram_to_the_mtu() {
-    let mut p = pair(&[], &["padding"]);
-    p.handshake();
-    assert!(
-        p.transfer(60_000, 30_000 * MS),
-        "transfer completes byte-exact"
-    );
-    assert!(p.server.datagrams.len() > 10);
-    for d in &p.server.datagrams {
-        assert_eq!(
-            d.size as u64, MTU,
-            "every server datagram is padded to the MTU"
-        );
-    }
-    // The unpadded client sends small ACK-only datagrams.
-    assert!(p.client.datagrams.iter().any(|d| (d.size as u64) < MTU));
-}
+/// The reference plugins' behaviour, with the plugins of one ABI version.
+macro_rules! reference_suite {
+    ($abi_version:expr, $expected:expr) => {
+        use super::*;
 
-/// CQ-SEND-8 (`sending-halted`), CQ-TIMER-5 (the resume timer fires once).
-#[test]
-fn padding_halts_after_each_packet_and_resumes_on_its_timer() {
-    let mut p = pair(&[], &["padding"]);
-    p.handshake();
-    p.server.send_stream(10_000);
-    let first = p.server.poll_transmit().expect("a first datagram");
-    assert_eq!(first.len() as u64, MTU);
-    assert!(p.server.conn.sending_halted, "the plugin halted sending");
-    assert!(
-        p.server.poll_transmit().is_none(),
-        "nothing is sent while halted"
-    );
-    let resume = p.server.next_timeout().expect("a resume timer is armed");
-    assert!(
-        resume <= p.server.conn.now + 10 * MS,
-        "the halt lasts at most 10 ms"
-    );
-    p.server.conn.now = resume;
-    p.server.handle_timeout();
-    assert!(!p.server.conn.sending_halted, "the timer resumed sending");
-    assert!(p.server.poll_transmit().is_some());
-}
+        fn pair(client: &[&str], server: &[&str]) -> corequic_mock::MockPair {
+            pair_in($abi_version, client, server)
+        }
 
-/// CQ-CTRL-2, CQ-CTRL-5 (plugin-control from the application).
-/// CQ-SEND-10: a packet that goes out only because it is not in flight (an
-/// ACK-only packet under a full congestion window) is offered padding, which
-/// is not in flight, but not the in-flight frame of another plugin.
-#[test]
-fn an_ack_only_packet_under_a_full_window_gets_padding_but_no_in_flight_frame() {
-    use corequic_runtime::abi::{PacketType, PnSpace, SendContext, SendPosition};
-    let mut p = pair(&["test-bench", "padding"], &[]);
-    p.handshake();
-    let ctx = |position, room| SendContext {
-        packet_type: PacketType::OneRtt,
-        space: PnSpace::ApplicationData,
-        packet_number: 100,
-        position,
-        room,
-        now: 0,
-    };
-    let client = &mut p.client;
-    let (mut out, mut written) = (Vec::new(), Vec::new());
-    // An ordinary packet takes test-bench's in-flight frame after the ACK.
-    client.plugins.write_frames(
-        &mut client.conn,
-        ctx(SendPosition::AfterAck, 1000),
-        &mut out,
-        &mut written,
-    );
-    assert_eq!(written.len(), 1, "{written:?}");
-    assert!(written[0].in_flight);
-    // The ACK-only packet does not, and is still padded at the end.
-    let (mut out, mut written) = (Vec::new(), Vec::new());
-    for (position, room) in [(SendPosition::AfterAck, 1000), (SendPosition::End, 1000)] {
-        let room = room - out.len() as u64;
-        client.plugins.write_frames_not_in_flight(
-            &mut client.conn,
-            ctx(position, room),
-            &mut out,
-            &mut written,
-        );
-    }
-    assert_eq!(written.len(), 1, "{written:?}");
-    assert_eq!(written[0].frame.frame_type, 0x00, "padding");
-    assert!(!written[0].in_flight);
-    assert_eq!(out.len(), 1000, "padded to the room");
-}
-
-#[test]
-fn padding_toggles_through_plugin_control() {
-    let mut p = pair(&[], &["padding"]);
-    p.handshake();
-    let control = |p: &mut corequic_mock::MockPair, on: bool| {
-        p.server
-            .plugins
-            .plugin_control(&mut p.server.conn, PADDING_TOGGLE, &[PluginVal::Bool(on)])
-    };
-    assert_eq!(control(&mut p, false), Ok(vec![PluginVal::Bool(false)]));
-    assert!(p.transfer(30_000, 30_000 * MS));
-    assert!(
-        p.server.datagrams.iter().any(|d| (d.size as u64) < MTU),
-        "padding is off"
-    );
-
-    assert_eq!(control(&mut p, true), Ok(vec![PluginVal::Bool(true)]));
-    let mark = p.server.datagrams.len();
-    assert!(
-        p.transfer(30_000, 30_000 * MS),
-        "more data on the same connection"
-    );
-    let padded = &p.server.datagrams[mark..];
-    assert!(!padded.is_empty());
-    assert!(
-        padded.iter().all(|d| d.size as u64 == MTU),
-        "padding is on again"
-    );
-}
-
-/// CQ-API-14 (PATH_CHALLENGE through send-frame), CQ-RECV-5 (AFTER observer of PATH_RESPONSE).
-#[test]
-fn probe_returns_the_path_latency_through_plugin_control() {
-    let mut p = pair(&["probe"], &[]);
-    p.handshake();
-    let none = p
-        .client
-        .plugins
-        .plugin_control(&mut p.client.conn, 2, &[])
-        .expect("latency query");
-    assert_eq!(none.len(), 1);
-    assert!(
-        matches!(none[0], PluginVal::None),
-        "no latency before a probe"
-    );
-
-    let sent = p
-        .client
-        .plugins
-        .plugin_control(&mut p.client.conn, 1, &[])
-        .expect("probe sent");
-    assert!(matches!(sent.as_slice(), [PluginVal::U64(_)]));
-    let done = p.run_until(5_000 * MS, |p| {
-        p.client
-            .conn
-            .events
-            .iter()
-            .any(|e| e.starts_with("processed PATH_RESPONSE"))
-    });
-    assert!(done, "the PATH_RESPONSE came back");
-    let latency = p
-        .client
-        .plugins
-        .plugin_control(&mut p.client.conn, 2, &[])
-        .expect("latency");
-    let PluginVal::Duration(ns) = latency[0] else {
-        panic!("expected a duration, got {latency:?}")
-    };
-    // Two one-way delays of 10 ms on the mock link, no queueing.
-    assert_eq!(ns, 2 * p.one_way_delay);
-}
-
-fn bdp_pair(window: u64) -> corequic_mock::MockPair {
-    let mut p = pair(&["bdp"], &["bdp"]);
-    // plugin-control runs before the plugin is enabled (before negotiation).
-    let r = p.client.plugins.plugin_control(
-        &mut p.client.conn,
-        BDP_SET_WINDOW,
-        &[PluginVal::U64(window)],
-    );
-    assert_eq!(r, Ok(vec![]));
-    p.handshake();
-    assert!(p.client.plugins.is_enabled("bdp") && p.server.plugins.is_enabled("bdp"));
-    p
-}
-
-/// CQ-ROUTINE-7 (TP sent), CQ-LOAD-16 (enable after negotiation), CQ-ROUTINE-15 (notify once).
-#[test]
-fn bdp_sets_the_servers_window_from_frame_0xbd_once() {
-    let mut p = bdp_pair(60_000);
-    let initial = p.server.conn.cwnd;
-    assert_ne!(initial, 60_000);
-    assert!(p.run_until(5_000 * MS, |p| p.server.conn.cwnd == 60_000));
-    assert_eq!(p.server.conn.ssthresh, Some(60_000));
-    assert!(
-        p.run_until(5_000 * MS, |p| p.client.plugin_frames_acked.get(&FRAME_BDP)
-            == Some(&1))
-    );
-    p.run_until(200 * MS + p.now, |_| false);
-    assert_eq!(
-        p.client.plugin_frames_sent.get(&FRAME_BDP),
-        Some(&1),
-        "sent exactly once"
-    );
-    assert_eq!(
-        p.server
-            .conn
-            .log_count("bdp", Some("congestion window resumed")),
-        1
-    );
-}
-
-/// CQ-SEND-7, CQ-ROUTINE-15 (loss reported per frame; the plugin resends).
-#[test]
-fn bdp_resends_frame_0xbd_when_lost() {
-    let mut p = bdp_pair(60_000);
-    let needle: Vec<u8> = [0x40, 0xBD]
-        .into_iter()
-        .chain(60_000u64.to_be_bytes())
-        .collect();
-    let mut dropped = false;
-    p.set_drop_filter(Box::new(move |from_client, d| {
-        let hit =
-            from_client && !dropped && d.windows(needle.len()).any(|w| w == needle.as_slice());
-        dropped |= hit;
-        hit
-    }));
-    assert!(p.run_until(10_000 * MS, |p| p.server.conn.cwnd == 60_000));
-    assert_eq!(p.client.plugin_frames_lost.get(&FRAME_BDP), Some(&1));
-    assert_eq!(p.client.plugin_frames_sent.get(&FRAME_BDP), Some(&2));
-}
-
-/// CQ-FIELD-8: a controller that cannot take a window write refuses it with
-/// `unsupported`; BDP logs it and the connection goes on.
-#[test]
-fn bdp_carries_on_when_the_window_write_is_unsupported() {
-    let mut p = bdp_pair(60_000);
-    // The frame is not processed yet: the handshake just completed.
-    p.server.conn.unsupported.insert(FieldId::CongestionWindow);
-    let warn = bdp_window_kept(&mut p, "congestion window not resumed");
-    assert!(
-        warn.fields
-            .iter()
-            .any(|f| f.0 == "error" && f.1 == PluginVal::String("unsupported".into())),
-        "{warn:?}"
-    );
-    assert!(p.transfer(40_000, 10_000 * MS));
-}
-
-/// Appendix A (BDP validates the window).
-#[test]
-fn bdp_refuses_an_absurd_window() {
-    let mut p = bdp_pair(1 << 40);
-    bdp_window_kept(&mut p, "refusing implausible BDP window");
-    assert_eq!(p.server.conn.ssthresh, None);
-}
-
-/// Run until the client's BDP frame is acknowledged; check that the server
-/// kept its window and both sides stayed open, and return the server's
-/// warning `message`.
-fn bdp_window_kept(p: &mut corequic_mock::MockPair, message: &str) -> LogRecord {
-    let initial = p.server.conn.cwnd;
-    assert!(p.run_until(5_000 * MS, |p| {
-        p.client.plugin_frames_acked.contains_key(&FRAME_BDP)
-    }));
-    assert_eq!(p.server.conn.cwnd, initial, "the window is unchanged");
-    assert!(p.server.closed.is_none() && p.client.closed.is_none());
-    let warn = p.server.conn.logs.iter().find(|r| r.message == message);
-    let warn = warn
-        .cloned()
-        .unwrap_or_else(|| panic!("no `{message}` record"));
-    assert_eq!(warn.level, LogLevel::Warn);
-    warn
-}
-
-/// CQ-LOAD-19 (no peer TP: the plugin stays disabled).
-#[test]
-fn bdp_against_a_peer_without_it_negotiates_nothing() {
-    let mut p = pair(&["bdp"], &[]);
-    let _ = p.client.plugins.plugin_control(
-        &mut p.client.conn,
-        BDP_SET_WINDOW,
-        &[PluginVal::U64(60_000)],
-    );
-    p.handshake();
-    assert!(!p.client.plugins.is_enabled("bdp"));
-    assert!(p.transfer(20_000, 10_000 * MS));
-    assert_eq!(p.client.plugin_frames_sent.get(&FRAME_BDP), None);
-}
-
-/// CQ-CTRL-3 (plugin-control between plugins), CQ-CTRL-2 (`not-found` without a callee).
-#[test]
-fn dummy_keeps_one_frame_in_flight_and_toggles_padding_every_four() {
-    let mut p = pair(&["padding", "dummy"], &["dummy"]);
-    p.handshake();
-    let toggled = p.run_until(20_000 * MS, |p| {
-        p.client.conn.log_count("dummy", Some("padding toggled")) >= 2
-    });
-    assert!(toggled, "two toggles happened");
-    for ep in [&p.client, &p.server] {
-        assert_eq!(
-            ep.max_in_flight_by_type.get(&FRAME_DUMMY),
-            Some(&1),
-            "at most one DUMMY in flight"
-        );
-        assert!(
-            ep.plugin_frames_sent
-                .get(&FRAME_DUMMY)
-                .copied()
-                .unwrap_or(0)
-                >= 8
-        );
-    }
-    let toggles: Vec<(bool, u64)> = p
-        .client
-        .conn
-        .logs
-        .iter()
-        .filter(|r| r.plugin == "dummy" && r.message == "padding toggled")
-        .map(|r| {
-            let padding = r
-                .fields
+        /// The suite runs the plugins of the ABI version it names.
+        #[test]
+        fn the_reference_plugins_are_of_the_suites_abi_version() {
+            let names = ["padding", "probe", "bdp", "dummy", "ack-logger", "ack-logger-c"];
+            let versions: Vec<String> = names
                 .iter()
-                .find(|f| f.0 == "padding")
-                .map(|f| f.1.clone());
-            let received = r
-                .fields
-                .iter()
-                .find(|f| f.0 == "received")
-                .map(|f| f.1.clone());
-            match (padding, received) {
-                (Some(PluginVal::Bool(b)), Some(PluginVal::U64(n))) => (b, n),
-                other => panic!("unexpected fields {other:?}"),
-            }
-        })
-        .collect();
-    assert_eq!(
-        toggles[..2],
-        [(false, 4), (true, 8)],
-        "the first toggle disables padding"
-    );
-    // The server has no padding plugin: the call fails cleanly.
-    let missing = p
-        .server
-        .conn
-        .logs
-        .iter()
-        .find(|r| r.message == "padding not available");
-    let error = missing
-        .and_then(|r| r.fields.iter().find(|f| f.0 == "error"))
-        .map(|f| f.1.clone());
-    assert!(matches!(error, Some(PluginVal::String(ref s)) if s == "not-found"));
-    assert!(p.client.closed.is_none() && p.server.closed.is_none());
-}
+                .map(|n| plugin_in($abi_version, n).manifest().abi_version.clone())
+                .collect();
+            assert_eq!(versions, [$expected; 6]);
+        }
 
-/// CQ-ROUTINE-18: each DUMMY frame sent and received is described by the
-/// plugin's `log-frame` in a `debug` record of the connection's log.
-#[test]
-fn log_frame_describes_every_plugin_frame_sent_and_received() {
-    let mut p = pair(&["dummy"], &["dummy"]);
-    p.handshake();
-    assert!(p.run_until(10_000 * MS, |p| {
-        p.client
-            .plugin_frames_sent
-            .get(&FRAME_DUMMY)
-            .copied()
-            .unwrap_or(0)
-            >= 4
-    }));
-    let described = |ep: &corequic_mock::MockEndpoint, message: &str| -> Vec<String> {
-        ep.conn
-            .logs
-            .iter()
-            .filter(|r| r.plugin == "dummy" && r.message == message)
-            .map(|r| {
-                assert_eq!(r.level, LogLevel::Debug);
-                assert_eq!(
-                    r.fields[0],
-                    ("frame-type".into(), PluginVal::U64(FRAME_DUMMY))
-                );
-                match &r.fields[1] {
-                    (k, PluginVal::String(d)) if k == "description" => d.clone(),
-                    other => panic!("unexpected field {other:?}"),
-                }
-            })
-            .collect()
-    };
-    let sent = described(&p.client, "frame sent");
-    assert_eq!(
-        sent.len() as u64,
-        p.client.plugin_frames_sent[&FRAME_DUMMY],
-        "one record per DUMMY frame sent"
-    );
-    assert!(
-        sent.iter().all(|d| d.starts_with("DUMMY counter=")),
-        "{sent:?}"
-    );
-    let received = described(&p.server, "frame received");
-    assert!(!received.is_empty());
-    assert!(received.iter().all(|d| d.starts_with("DUMMY counter=")));
-}
-
-/// Appendix A (DUMMY + padding, the paper's Fig. 6).
-#[test]
-fn dummy_toggles_are_visible_in_the_clients_datagram_sizes() {
-    let mut p = pair(&["padding", "dummy"], &["dummy"]);
-    p.handshake();
-    p.run_until(20_000 * MS, |p| {
-        p.client.conn.log_count("dummy", Some("padding toggled")) >= 1
-    });
-    let toggled_at = p.now;
-    let before: Vec<_> = p
-        .client
-        .datagrams
-        .iter()
-        .filter(|d| d.time < toggled_at)
-        .collect();
-    assert!(!before.is_empty());
-    assert!(
-        before.iter().all(|d| d.size as u64 == MTU),
-        "padded until the first toggle"
-    );
-    p.run_until(p.now + 15 * MS, |_| false);
-    let after: Vec<_> = p
-        .client
-        .datagrams
-        .iter()
-        .filter(|d| d.time >= toggled_at)
-        .collect();
-    assert!(
-        after.iter().any(|d| (d.size as u64) < MTU),
-        "smaller datagrams once padding is off"
-    );
-}
-
-/// CQ-ANCHOR-3 (AFTER runs after native processing), CQ-RECV-5.
-#[test]
-fn ack_logger_logs_each_ack_after_it_was_processed() {
-    logs_each_ack_after_it_was_processed("ack-logger");
-}
-
-/// The C build of the ACK logger behaves as the Rust one.
-#[test]
-fn ack_logger_in_c_logs_each_ack_after_it_was_processed() {
-    logs_each_ack_after_it_was_processed("ack-logger-c");
-}
-
-fn logs_each_ack_after_it_was_processed(plugin: &str) {
-    let mut p = pair(&[], &[plugin]);
-    p.handshake();
-    assert!(p.transfer(40_000, 10_000 * MS));
-    let logs = p.server.conn.log_count(plugin, Some("ack processed"));
-    assert!(logs > 0);
-    assert_eq!(
-        logs as u64, p.server.acks_processed,
-        "one line per processed ACK"
-    );
-    let events = &p.server.conn.events;
-    for (i, e) in events.iter().enumerate() {
-        if *e == format!("log {plugin}: ack processed") {
+        /// Appendix A (padding); CQ-SEND-3 (the `end` position gets the remaining room).
+        #[test]
+        fn padding_fills_every_datagram_to_the_mtu() {
+            let mut p = pair(&[], &["padding"]);
+            p.handshake();
             assert!(
-                events[i - 1].starts_with("processed ACK"),
-                "logged after processing: {e}"
+                p.transfer(60_000, 30_000 * MS),
+                "transfer completes byte-exact"
+            );
+            assert!(p.server.datagrams.len() > 10);
+            for d in &p.server.datagrams {
+                assert_eq!(
+                    d.size as u64, MTU,
+                    "every server datagram is padded to the MTU"
+                );
+            }
+            // The unpadded client sends small ACK-only datagrams.
+            assert!(p.client.datagrams.iter().any(|d| (d.size as u64) < MTU));
+        }
+
+        /// CQ-SEND-8 (`sending-halted`), CQ-TIMER-5 (the resume timer fires once).
+        #[test]
+        fn padding_halts_after_each_packet_and_resumes_on_its_timer() {
+            let mut p = pair(&[], &["padding"]);
+            p.handshake();
+            p.server.send_stream(10_000);
+            let first = p.server.poll_transmit().expect("a first datagram");
+            assert_eq!(first.len() as u64, MTU);
+            assert!(p.server.conn.sending_halted, "the plugin halted sending");
+            assert!(
+                p.server.poll_transmit().is_none(),
+                "nothing is sent while halted"
+            );
+            let resume = p.server.next_timeout().expect("a resume timer is armed");
+            assert!(
+                resume <= p.server.conn.now + 10 * MS,
+                "the halt lasts at most 10 ms"
+            );
+            p.server.conn.now = resume;
+            p.server.handle_timeout();
+            assert!(!p.server.conn.sending_halted, "the timer resumed sending");
+            assert!(p.server.poll_transmit().is_some());
+        }
+
+        /// CQ-CTRL-2, CQ-CTRL-5 (plugin-control from the application).
+        /// CQ-SEND-10: a packet that goes out only because it is not in flight (an
+        /// ACK-only packet under a full congestion window) is offered padding, which
+        /// is not in flight, but not the in-flight frame of another plugin.
+        #[test]
+        fn an_ack_only_packet_under_a_full_window_gets_padding_but_no_in_flight_frame() {
+            use corequic_runtime::abi::{PacketType, PnSpace, SendContext, SendPosition};
+            let mut p = pair(&["test-bench", "padding"], &[]);
+            p.handshake();
+            let ctx = |position, room| SendContext {
+                packet_type: PacketType::OneRtt,
+                space: PnSpace::ApplicationData,
+                packet_number: 100,
+                position,
+                room,
+                now: 0,
+            };
+            let client = &mut p.client;
+            let (mut out, mut written) = (Vec::new(), Vec::new());
+            // An ordinary packet takes test-bench's in-flight frame after the ACK.
+            client.plugins.write_frames(
+                &mut client.conn,
+                ctx(SendPosition::AfterAck, 1000),
+                &mut out,
+                &mut written,
+            );
+            assert_eq!(written.len(), 1, "{written:?}");
+            assert!(written[0].in_flight);
+            // The ACK-only packet does not, and is still padded at the end.
+            let (mut out, mut written) = (Vec::new(), Vec::new());
+            for (position, room) in [(SendPosition::AfterAck, 1000), (SendPosition::End, 1000)] {
+                let room = room - out.len() as u64;
+                client.plugins.write_frames_not_in_flight(
+                    &mut client.conn,
+                    ctx(position, room),
+                    &mut out,
+                    &mut written,
+                );
+            }
+            assert_eq!(written.len(), 1, "{written:?}");
+            assert_eq!(written[0].frame.frame_type, 0x00, "padding");
+            assert!(!written[0].in_flight);
+            assert_eq!(out.len(), 1000, "padded to the room");
+        }
+
+        #[test]
+        fn padding_toggles_through_plugin_control() {
+            let mut p = pair(&[], &["padding"]);
+            p.handshake();
+            let control = |p: &mut corequic_mock::MockPair, on: bool| {
+                p.server
+                    .plugins
+                    .plugin_control(&mut p.server.conn, PADDING_TOGGLE, &[PluginVal::Bool(on)])
+            };
+            assert_eq!(control(&mut p, false), Ok(vec![PluginVal::Bool(false)]));
+            assert!(p.transfer(30_000, 30_000 * MS));
+            assert!(
+                p.server.datagrams.iter().any(|d| (d.size as u64) < MTU),
+                "padding is off"
+            );
+
+            assert_eq!(control(&mut p, true), Ok(vec![PluginVal::Bool(true)]));
+            let mark = p.server.datagrams.len();
+            assert!(
+                p.transfer(30_000, 30_000 * MS),
+                "more data on the same connection"
+            );
+            let padded = &p.server.datagrams[mark..];
+            assert!(!padded.is_empty());
+            assert!(
+                padded.iter().all(|d| d.size as u64 == MTU),
+                "padding is on again"
             );
         }
-    }
-    let first = &p.server.conn.logs[0];
-    assert!(first.fields.iter().any(|f| f.0 == "largest-acknowledged"));
-    assert!(
-        first
-            .fields
-            .iter()
-            .any(|f| f.0 == "ack-delay" && matches!(f.1, PluginVal::Duration(_)))
-    );
-    assert!(
-        first
-            .fields
-            .iter()
-            .any(|f| f.0 == "ranges" && matches!(f.1, PluginVal::U64(n) if n >= 1))
-    );
+
+        /// CQ-API-14 (PATH_CHALLENGE through send-frame), CQ-RECV-5 (AFTER observer of PATH_RESPONSE).
+        #[test]
+        fn probe_returns_the_path_latency_through_plugin_control() {
+            let mut p = pair(&["probe"], &[]);
+            p.handshake();
+            let none = p
+                .client
+                .plugins
+                .plugin_control(&mut p.client.conn, 2, &[])
+                .expect("latency query");
+            assert_eq!(none.len(), 1);
+            assert!(
+                matches!(none[0], PluginVal::None),
+                "no latency before a probe"
+            );
+
+            let sent = p
+                .client
+                .plugins
+                .plugin_control(&mut p.client.conn, 1, &[])
+                .expect("probe sent");
+            assert!(matches!(sent.as_slice(), [PluginVal::U64(_)]));
+            let done = p.run_until(5_000 * MS, |p| {
+                p.client
+                    .conn
+                    .events
+                    .iter()
+                    .any(|e| e.starts_with("processed PATH_RESPONSE"))
+            });
+            assert!(done, "the PATH_RESPONSE came back");
+            let latency = p
+                .client
+                .plugins
+                .plugin_control(&mut p.client.conn, 2, &[])
+                .expect("latency");
+            let PluginVal::Duration(ns) = latency[0] else {
+                panic!("expected a duration, got {latency:?}")
+            };
+            // Two one-way delays of 10 ms on the mock link, no queueing.
+            assert_eq!(ns, 2 * p.one_way_delay);
+        }
+
+        fn bdp_pair(window: u64) -> corequic_mock::MockPair {
+            let mut p = pair(&["bdp"], &["bdp"]);
+            // plugin-control runs before the plugin is enabled (before negotiation).
+            let r = p.client.plugins.plugin_control(
+                &mut p.client.conn,
+                BDP_SET_WINDOW,
+                &[PluginVal::U64(window)],
+            );
+            assert_eq!(r, Ok(vec![]));
+            p.handshake();
+            assert!(p.client.plugins.is_enabled("bdp") && p.server.plugins.is_enabled("bdp"));
+            p
+        }
+
+        /// CQ-ROUTINE-7 (TP sent), CQ-LOAD-16 (enable after negotiation), CQ-ROUTINE-15 (notify once).
+        #[test]
+        fn bdp_sets_the_servers_window_from_frame_0xbd_once() {
+            let mut p = bdp_pair(60_000);
+            let initial = p.server.conn.cwnd;
+            assert_ne!(initial, 60_000);
+            assert!(p.run_until(5_000 * MS, |p| p.server.conn.cwnd == 60_000));
+            assert_eq!(p.server.conn.ssthresh, Some(60_000));
+            assert!(
+                p.run_until(5_000 * MS, |p| p.client.plugin_frames_acked.get(&FRAME_BDP)
+                    == Some(&1))
+            );
+            p.run_until(200 * MS + p.now, |_| false);
+            assert_eq!(
+                p.client.plugin_frames_sent.get(&FRAME_BDP),
+                Some(&1),
+                "sent exactly once"
+            );
+            assert_eq!(
+                p.server
+                    .conn
+                    .log_count("bdp", Some("congestion window resumed")),
+                1
+            );
+        }
+
+        /// CQ-SEND-7, CQ-ROUTINE-15 (loss reported per frame; the plugin resends).
+        #[test]
+        fn bdp_resends_frame_0xbd_when_lost() {
+            let mut p = bdp_pair(60_000);
+            let needle: Vec<u8> = [0x40, 0xBD]
+                .into_iter()
+                .chain(60_000u64.to_be_bytes())
+                .collect();
+            let mut dropped = false;
+            p.set_drop_filter(Box::new(move |from_client, d| {
+                let hit =
+                    from_client && !dropped && d.windows(needle.len()).any(|w| w == needle.as_slice());
+                dropped |= hit;
+                hit
+            }));
+            assert!(p.run_until(10_000 * MS, |p| p.server.conn.cwnd == 60_000));
+            assert_eq!(p.client.plugin_frames_lost.get(&FRAME_BDP), Some(&1));
+            assert_eq!(p.client.plugin_frames_sent.get(&FRAME_BDP), Some(&2));
+        }
+
+        /// CQ-FIELD-8: a controller that cannot take a window write refuses it with
+        /// `unsupported`; BDP logs it and the connection goes on.
+        #[test]
+        fn bdp_carries_on_when_the_window_write_is_unsupported() {
+            let mut p = bdp_pair(60_000);
+            // The frame is not processed yet: the handshake just completed.
+            p.server.conn.unsupported.insert(FieldId::CongestionWindow);
+            let warn = bdp_window_kept(&mut p, "congestion window not resumed");
+            assert!(
+                warn.fields
+                    .iter()
+                    .any(|f| f.0 == "error" && f.1 == PluginVal::String("unsupported".into())),
+                "{warn:?}"
+            );
+            assert!(p.transfer(40_000, 10_000 * MS));
+        }
+
+        /// Appendix A (BDP validates the window).
+        #[test]
+        fn bdp_refuses_an_absurd_window() {
+            let mut p = bdp_pair(1 << 40);
+            bdp_window_kept(&mut p, "refusing implausible BDP window");
+            assert_eq!(p.server.conn.ssthresh, None);
+        }
+
+        /// Run until the client's BDP frame is acknowledged; check that the server
+        /// kept its window and both sides stayed open, and return the server's
+        /// warning `message`.
+        fn bdp_window_kept(p: &mut corequic_mock::MockPair, message: &str) -> LogRecord {
+            let initial = p.server.conn.cwnd;
+            assert!(p.run_until(5_000 * MS, |p| {
+                p.client.plugin_frames_acked.contains_key(&FRAME_BDP)
+            }));
+            assert_eq!(p.server.conn.cwnd, initial, "the window is unchanged");
+            assert!(p.server.closed.is_none() && p.client.closed.is_none());
+            let warn = p.server.conn.logs.iter().find(|r| r.message == message);
+            let warn = warn
+                .cloned()
+                .unwrap_or_else(|| panic!("no `{message}` record"));
+            assert_eq!(warn.level, LogLevel::Warn);
+            warn
+        }
+
+        /// CQ-LOAD-19 (no peer TP: the plugin stays disabled).
+        #[test]
+        fn bdp_against_a_peer_without_it_negotiates_nothing() {
+            let mut p = pair(&["bdp"], &[]);
+            let _ = p.client.plugins.plugin_control(
+                &mut p.client.conn,
+                BDP_SET_WINDOW,
+                &[PluginVal::U64(60_000)],
+            );
+            p.handshake();
+            assert!(!p.client.plugins.is_enabled("bdp"));
+            assert!(p.transfer(20_000, 10_000 * MS));
+            assert_eq!(p.client.plugin_frames_sent.get(&FRAME_BDP), None);
+        }
+
+        /// CQ-CTRL-3 (plugin-control between plugins), CQ-CTRL-2 (`not-found` without a callee).
+        #[test]
+        fn dummy_keeps_one_frame_in_flight_and_toggles_padding_every_four() {
+            let mut p = pair(&["padding", "dummy"], &["dummy"]);
+            p.handshake();
+            let toggled = p.run_until(20_000 * MS, |p| {
+                p.client.conn.log_count("dummy", Some("padding toggled")) >= 2
+            });
+            assert!(toggled, "two toggles happened");
+            for ep in [&p.client, &p.server] {
+                assert_eq!(
+                    ep.max_in_flight_by_type.get(&FRAME_DUMMY),
+                    Some(&1),
+                    "at most one DUMMY in flight"
+                );
+                assert!(
+                    ep.plugin_frames_sent
+                        .get(&FRAME_DUMMY)
+                        .copied()
+                        .unwrap_or(0)
+                        >= 8
+                );
+            }
+            let toggles: Vec<(bool, u64)> = p
+                .client
+                .conn
+                .logs
+                .iter()
+                .filter(|r| r.plugin == "dummy" && r.message == "padding toggled")
+                .map(|r| {
+                    let padding = r
+                        .fields
+                        .iter()
+                        .find(|f| f.0 == "padding")
+                        .map(|f| f.1.clone());
+                    let received = r
+                        .fields
+                        .iter()
+                        .find(|f| f.0 == "received")
+                        .map(|f| f.1.clone());
+                    match (padding, received) {
+                        (Some(PluginVal::Bool(b)), Some(PluginVal::U64(n))) => (b, n),
+                        other => panic!("unexpected fields {other:?}"),
+                    }
+                })
+                .collect();
+            assert_eq!(
+                toggles[..2],
+                [(false, 4), (true, 8)],
+                "the first toggle disables padding"
+            );
+            // The server has no padding plugin: the call fails cleanly.
+            let missing = p
+                .server
+                .conn
+                .logs
+                .iter()
+                .find(|r| r.message == "padding not available");
+            let error = missing
+                .and_then(|r| r.fields.iter().find(|f| f.0 == "error"))
+                .map(|f| f.1.clone());
+            assert!(matches!(error, Some(PluginVal::String(ref s)) if s == "not-found"));
+            assert!(p.client.closed.is_none() && p.server.closed.is_none());
+        }
+
+        /// CQ-ROUTINE-18: each DUMMY frame sent and received is described by the
+        /// plugin's `log-frame` in a `debug` record of the connection's log.
+        #[test]
+        fn log_frame_describes_every_plugin_frame_sent_and_received() {
+            let mut p = pair(&["dummy"], &["dummy"]);
+            p.handshake();
+            assert!(p.run_until(10_000 * MS, |p| {
+                p.client
+                    .plugin_frames_sent
+                    .get(&FRAME_DUMMY)
+                    .copied()
+                    .unwrap_or(0)
+                    >= 4
+            }));
+            let described = |ep: &corequic_mock::MockEndpoint, message: &str| -> Vec<String> {
+                ep.conn
+                    .logs
+                    .iter()
+                    .filter(|r| r.plugin == "dummy" && r.message == message)
+                    .map(|r| {
+                        assert_eq!(r.level, LogLevel::Debug);
+                        assert_eq!(
+                            r.fields[0],
+                            ("frame-type".into(), PluginVal::U64(FRAME_DUMMY))
+                        );
+                        match &r.fields[1] {
+                            (k, PluginVal::String(d)) if k == "description" => d.clone(),
+                            other => panic!("unexpected field {other:?}"),
+                        }
+                    })
+                    .collect()
+            };
+            let sent = described(&p.client, "frame sent");
+            assert_eq!(
+                sent.len() as u64,
+                p.client.plugin_frames_sent[&FRAME_DUMMY],
+                "one record per DUMMY frame sent"
+            );
+            assert!(
+                sent.iter().all(|d| d.starts_with("DUMMY counter=")),
+                "{sent:?}"
+            );
+            let received = described(&p.server, "frame received");
+            assert!(!received.is_empty());
+            assert!(received.iter().all(|d| d.starts_with("DUMMY counter=")));
+        }
+
+        /// Appendix A (DUMMY + padding, the paper's Fig. 6).
+        #[test]
+        fn dummy_toggles_are_visible_in_the_clients_datagram_sizes() {
+            let mut p = pair(&["padding", "dummy"], &["dummy"]);
+            p.handshake();
+            p.run_until(20_000 * MS, |p| {
+                p.client.conn.log_count("dummy", Some("padding toggled")) >= 1
+            });
+            let toggled_at = p.now;
+            let before: Vec<_> = p
+                .client
+                .datagrams
+                .iter()
+                .filter(|d| d.time < toggled_at)
+                .collect();
+            assert!(!before.is_empty());
+            assert!(
+                before.iter().all(|d| d.size as u64 == MTU),
+                "padded until the first toggle"
+            );
+            p.run_until(p.now + 15 * MS, |_| false);
+            let after: Vec<_> = p
+                .client
+                .datagrams
+                .iter()
+                .filter(|d| d.time >= toggled_at)
+                .collect();
+            assert!(
+                after.iter().any(|d| (d.size as u64) < MTU),
+                "smaller datagrams once padding is off"
+            );
+        }
+
+        /// CQ-ANCHOR-3 (AFTER runs after native processing), CQ-RECV-5.
+        #[test]
+        fn ack_logger_logs_each_ack_after_it_was_processed() {
+            logs_each_ack_after_it_was_processed("ack-logger");
+        }
+
+        /// The C build of the ACK logger behaves as the Rust one.
+        #[test]
+        fn ack_logger_in_c_logs_each_ack_after_it_was_processed() {
+            logs_each_ack_after_it_was_processed("ack-logger-c");
+        }
+
+        fn logs_each_ack_after_it_was_processed(plugin: &str) {
+            let mut p = pair(&[], &[plugin]);
+            p.handshake();
+            assert!(p.transfer(40_000, 10_000 * MS));
+            let logs = p.server.conn.log_count(plugin, Some("ack processed"));
+            assert!(logs > 0);
+            assert_eq!(
+                logs as u64, p.server.acks_processed,
+                "one line per processed ACK"
+            );
+            let events = &p.server.conn.events;
+            for (i, e) in events.iter().enumerate() {
+                if *e == format!("log {plugin}: ack processed") {
+                    assert!(
+                        events[i - 1].starts_with("processed ACK"),
+                        "logged after processing: {e}"
+                    );
+                }
+            }
+            let first = &p.server.conn.logs[0];
+            assert!(first.fields.iter().any(|f| f.0 == "largest-acknowledged"));
+            assert!(
+                first
+                    .fields
+                    .iter()
+                    .any(|f| f.0 == "ack-delay" && matches!(f.1, PluginVal::Duration(_)))
+            );
+            assert!(
+                first
+                    .fields
+                    .iter()
+                    .any(|f| f.0 == "ranges" && matches!(f.1, PluginVal::U64(n) if n >= 1))
+            );
+        }
+    };
+}
+
+/// The reference plugins as `make plugins` builds them.
+mod current {
+    reference_suite!(None, corequic_runtime::abi::ABI_VERSION);
+}
+
+/// The reference plugins as built against ABI 0.1.0, through the
+/// compatibility layer; `test-bench` beside padding is a current plugin, so
+/// plugins of both versions share a connection there.
+mod abi_0_1_0 {
+    reference_suite!(Some("0.1.0"), "0.1.0");
 }

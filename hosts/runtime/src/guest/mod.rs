@@ -15,36 +15,73 @@ use crate::state::PluginState;
 use wasmtime::Store;
 use wasmtime::component::{InstancePre, Linker};
 
+pub(crate) mod frame_data;
 pub(crate) mod v0_1;
+pub(crate) mod v0_2;
 
 /// A routine's outcome: a trap (outer) or the plugin's own result (inner).
 type Call<T> = wasmtime::Result<Result<T, Error>>;
 
+/// A manifest naming identifiers this host does not implement: the
+/// plugin's name and each identifier, as `field 99 (read)` (CQ-LOAD-6).
+#[derive(Debug)]
+pub(crate) struct UnknownIds {
+    pub name: String,
+    pub missing: Vec<String>,
+}
+
+/// Call the same method on whichever version's guest this is.
+macro_rules! dispatch {
+    ($self:ident, $method:ident($($arg:expr),*)) => {
+        match $self {
+            Guest::V0_1(g) => g.$method($($arg),*),
+            Guest::V0_2(g) => g.$method($($arg),*),
+        }
+    };
+}
+
 /// Add the host imports of every supported WIT version to `linker`.
 pub(crate) fn add_to_linker(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
+    v0_2::add_to_linker(linker)?;
     v0_1::add_to_linker(linker)
 }
 
 /// A plugin component linked and checked against one WIT version's world,
 /// ready to be instantiated on any number of connections.
 pub(crate) enum GuestPre {
-    /// A `core-quic:plugin@0.1.x` plugin.
+    /// A `core-quic:plugin@0.1.0` plugin, run through the compatibility
+    /// layer (specification §2.2).
     V0_1(v0_1::PluginPre<PluginState>),
+    /// A `core-quic:plugin@0.2.x` plugin.
+    V0_2(v0_2::PluginPre<PluginState>),
 }
 
 impl GuestPre {
-    /// Check that the linked component exports the plugin world.
+    /// The linked component as a plugin of the WIT version whose world it
+    /// exports (CQ-LOAD-24).
     #[inline]
     pub(crate) fn new(instance_pre: InstancePre<PluginState>) -> wasmtime::Result<GuestPre> {
-        Ok(GuestPre::V0_1(v0_1::PluginPre::new(instance_pre)?))
+        match v0_2::PluginPre::new(instance_pre.clone()) {
+            Ok(pre) => Ok(GuestPre::V0_2(pre)),
+            Err(e) => match v0_1::PluginPre::new(instance_pre) {
+                Ok(pre) => Ok(GuestPre::V0_1(pre)),
+                Err(_) => Err(e),
+            },
+        }
     }
 
-    /// A new instance in `store`.
+    /// A new instance in `store`. `manifest` is the plugin's, once known:
+    /// a 0.1.0 plugin's send routines are called as it bound them.
     #[inline]
-    pub(crate) fn instantiate(&self, store: &mut Store<PluginState>) -> wasmtime::Result<Guest> {
-        match self {
-            GuestPre::V0_1(pre) => Ok(Guest::V0_1(v0_1::Guest::new(pre.instantiate(store)?))),
-        }
+    pub(crate) fn instantiate(
+        &self,
+        store: &mut Store<PluginState>,
+        manifest: Option<&PluginManifest>,
+    ) -> wasmtime::Result<Guest> {
+        Ok(match self {
+            GuestPre::V0_1(pre) => Guest::V0_1(v0_1::Guest::new(pre.instantiate(store)?, manifest)),
+            GuestPre::V0_2(pre) => Guest::V0_2(v0_2::Guest::new(pre.instantiate(store)?)),
+        })
     }
 }
 
@@ -54,28 +91,27 @@ impl GuestPre {
 /// [`PluginState`] (`out` for an `out-buf`, `input` for an `in-buf`): the
 /// caller fills or reads it around the call.
 pub(crate) enum Guest {
-    /// A `core-quic:plugin@0.1.x` plugin.
+    /// A `core-quic:plugin@0.1.0` plugin.
     V0_1(v0_1::Guest),
+    /// A `core-quic:plugin@0.2.x` plugin.
+    V0_2(v0_2::Guest),
 }
 
 impl Guest {
-    /// Export `manifest`.
+    /// Export `manifest`, in the model; a 0.2 manifest may name
+    /// identifiers this host does not know.
     #[inline]
     pub(crate) fn manifest(
         &mut self,
         store: &mut Store<PluginState>,
-    ) -> wasmtime::Result<PluginManifest> {
-        match self {
-            Guest::V0_1(g) => g.manifest(store),
-        }
+    ) -> wasmtime::Result<Result<PluginManifest, UnknownIds>> {
+        dispatch!(self, manifest(store))
     }
 
     /// Export `init`.
     #[inline]
     pub(crate) fn init(&mut self, store: &mut Store<PluginState>) -> Call<()> {
-        match self {
-            Guest::V0_1(g) => g.init(store),
-        }
+        dispatch!(self, init(store))
     }
 
     /// Export `write-transport-parameter`, writing into the store's `out`.
@@ -86,9 +122,7 @@ impl Guest {
         anchor: Anchor,
         id: u64,
     ) -> Call<()> {
-        match self {
-            Guest::V0_1(g) => g.write_transport_parameter(store, anchor, id),
-        }
+        dispatch!(self, write_transport_parameter(store, anchor, id))
     }
 
     /// Export `decode-transport-parameter`, reading the store's `input`.
@@ -99,9 +133,7 @@ impl Guest {
         anchor: Anchor,
         id: u64,
     ) -> Call<()> {
-        match self {
-            Guest::V0_1(g) => g.decode_transport_parameter(store, anchor, id),
-        }
+        dispatch!(self, decode_transport_parameter(store, anchor, id))
     }
 
     /// Export `should-send-frame`.
@@ -113,48 +145,24 @@ impl Guest {
         frame_type: u64,
         ctx: SendContext,
     ) -> Call<bool> {
-        match self {
-            Guest::V0_1(g) => g.should_send_frame(store, anchor, frame_type, ctx),
-        }
+        dispatch!(self, should_send_frame(store, anchor, frame_type, ctx))
     }
 
-    /// Export `prepare-frame`.
-    #[inline]
-    pub(crate) fn prepare_frame(
-        &mut self,
-        store: &mut Store<PluginState>,
-        anchor: Anchor,
-        frame_type: u64,
-        ctx: SendContext,
-    ) -> Call<Option<ExtFrame>> {
-        match self {
-            Guest::V0_1(g) => g.prepare_frame(store, anchor, frame_type, ctx),
-        }
-    }
-
-    /// Export `frame-wire-len`.
-    #[inline]
-    pub(crate) fn frame_wire_len(
-        &mut self,
-        store: &mut Store<PluginState>,
-        anchor: Anchor,
-        frame: ExtFrame,
-    ) -> Call<u64> {
-        match self {
-            Guest::V0_1(g) => g.frame_wire_len(store, anchor, frame),
-        }
-    }
-
-    /// Export `write-frame`, writing into the store's `out`.
+    /// Export `write-frame`, writing into the store's `out`, whose capacity
+    /// the caller sets to the packet's room. `defined` is the frame the
+    /// DEFINE wrote and its length, for AFTER observers.
     #[inline]
     pub(crate) fn write_frame(
         &mut self,
         store: &mut Store<PluginState>,
         anchor: Anchor,
-        frame: ExtFrame,
-    ) -> Call<()> {
+        frame_type: u64,
+        ctx: SendContext,
+        defined: Option<(ExtFrame, u64)>,
+    ) -> Call<Option<u64>> {
         match self {
-            Guest::V0_1(g) => g.write_frame(store, anchor, frame),
+            Guest::V0_1(g) => g.write_frame(store, anchor, frame_type, ctx, defined),
+            Guest::V0_2(g) => g.write_frame(store, anchor, frame_type, ctx),
         }
     }
 
@@ -167,9 +175,7 @@ impl Guest {
         frame: ExtFrame,
         ctx: SendContext,
     ) -> Call<()> {
-        match self {
-            Guest::V0_1(g) => g.on_frame_reserved(store, anchor, frame, ctx),
-        }
+        dispatch!(self, on_frame_reserved(store, anchor, frame, ctx))
     }
 
     /// Export `notify-frame`.
@@ -181,9 +187,7 @@ impl Guest {
         frame: ExtFrame,
         outcome: FrameOutcome,
     ) -> Call<()> {
-        match self {
-            Guest::V0_1(g) => g.notify_frame(store, anchor, frame, outcome),
-        }
+        dispatch!(self, notify_frame(store, anchor, frame, outcome))
     }
 
     /// Export `parse-frame`, reading the store's `input`.
@@ -194,9 +198,7 @@ impl Guest {
         anchor: Anchor,
         frame_type: u64,
     ) -> Call<ParsedFrame> {
-        match self {
-            Guest::V0_1(g) => g.parse_frame(store, anchor, frame_type),
-        }
+        dispatch!(self, parse_frame(store, anchor, frame_type))
     }
 
     /// Export `process-frame`.
@@ -208,9 +210,7 @@ impl Guest {
         frame: &Frame,
         ctx: RxContext,
     ) -> Call<()> {
-        match self {
-            Guest::V0_1(g) => g.process_frame(store, anchor, frame, ctx),
-        }
+        dispatch!(self, process_frame(store, anchor, frame, ctx))
     }
 
     /// Export `log-frame`.
@@ -221,9 +221,7 @@ impl Guest {
         anchor: Anchor,
         frame: &Frame,
     ) -> Call<String> {
-        match self {
-            Guest::V0_1(g) => g.log_frame(store, anchor, frame),
-        }
+        dispatch!(self, log_frame(store, anchor, frame))
     }
 
     /// Export `on-plugin-timeout`.
@@ -234,8 +232,26 @@ impl Guest {
         id: u64,
         now: u64,
     ) -> Call<()> {
+        dispatch!(self, on_plugin_timeout(store, id, now))
+    }
+
+    /// Export `call-routine` (routines added after 0.2.0; a 0.1.0 plugin
+    /// has none).
+    #[inline]
+    #[allow(dead_code)] // no routine is dispatched through it in 0.2.0
+    pub(crate) fn call_routine(
+        &mut self,
+        store: &mut Store<PluginState>,
+        routine: u32,
+        anchor: Anchor,
+        param: u64,
+        args: &[PluginVal],
+    ) -> Call<Vec<PluginVal>> {
         match self {
-            Guest::V0_1(g) => g.on_plugin_timeout(store, id, now),
+            Guest::V0_1(_) => Ok(Err(Error::Unsupported(
+                "a 0.1.0 plugin has no routine added after 0.2.0".into(),
+            ))),
+            Guest::V0_2(g) => g.call_routine(store, routine, anchor, param, args),
         }
     }
 
@@ -247,8 +263,6 @@ impl Guest {
         id: u64,
         args: &[PluginVal],
     ) -> Call<Vec<PluginVal>> {
-        match self {
-            Guest::V0_1(g) => g.plugin_control(store, id, args),
-        }
+        dispatch!(self, plugin_control(store, id, args))
     }
 }

@@ -37,9 +37,40 @@ pub(crate) fn add_to_linker(linker: &mut Linker<PluginState>) -> wasmtime::Resul
     Plugin::add_to_linker::<PluginState, HasSelf<PluginState>>(linker, |s| s)
 }
 
+/// Which of 0.1.0's three send routines (prepare-frame, frame-wire-len,
+/// write-frame) a plugin binds at each anchor, for each frame type: 0.2
+/// merged them into one `write-frame`, which a 0.1.0 plugin is asked as
+/// the three it bound (specification §2.2).
+#[derive(Default)]
+struct LegacySend(Vec<(u64, m::Anchor, m::Routine)>);
+
+impl LegacySend {
+    fn of(manifest: Option<&m::PluginManifest>) -> LegacySend {
+        let send = [
+            m::Routine::PrepareFrame,
+            m::Routine::FrameWireLen,
+            m::Routine::WriteFrame,
+        ];
+        LegacySend(
+            manifest
+                .map(|m| &m.bindings[..])
+                .unwrap_or_default()
+                .iter()
+                .filter(|b| send.contains(&b.routine))
+                .map(|b| (b.param, b.anchor, b.routine))
+                .collect(),
+        )
+    }
+
+    fn binds(&self, frame_type: u64, anchor: m::Anchor, routine: m::Routine) -> bool {
+        self.0.contains(&(frame_type, anchor, routine))
+    }
+}
+
 /// One instance of a 0.1 plugin.
 pub(crate) struct Guest {
     bindings: Plugin,
+    legacy_send: LegacySend,
     /// Reused for `plugin-control`'s arguments, so calls with arguments that
     /// own no heap memory do not allocate.
     args: Vec<t::PluginVal>,
@@ -56,9 +87,10 @@ fn model<T, U: From<T>>(r: Call<T>) -> wasmtime::Result<Result<U, m::Error>> {
 
 impl Guest {
     #[inline]
-    pub(crate) fn new(bindings: Plugin) -> Guest {
+    pub(crate) fn new(bindings: Plugin, manifest: Option<&m::PluginManifest>) -> Guest {
         Guest {
             bindings,
+            legacy_send: LegacySend::of(manifest),
             args: Vec::new(),
             ack_ranges: Vec::new(),
         }
@@ -96,9 +128,11 @@ impl Guest {
     pub(crate) fn manifest(
         &mut self,
         store: &mut Store<PluginState>,
-    ) -> wasmtime::Result<m::PluginManifest> {
+    ) -> wasmtime::Result<Result<m::PluginManifest, super::UnknownIds>> {
         let routines = self.bindings.core_quic_plugin_routines();
-        routines.call_manifest(store).map(m::PluginManifest::from)
+        routines
+            .call_manifest(store)
+            .map(|m| Ok(m::PluginManifest::from(m)))
     }
 
     #[inline]
@@ -142,8 +176,79 @@ impl Guest {
         model(routines.call_should_send_frame(store, anchor.into(), frame_type, ctx.into()))
     }
 
+    /// 0.2's `write-frame` as 0.1.0's three send routines, each called only
+    /// if the plugin binds it at `anchor` (specification §2.2). The DEFINE:
+    /// prepare-frame, then frame-wire-len (1 to the room, or nothing is
+    /// sent), then write-frame into a buffer of exactly that length; a
+    /// write of another length returns the tag with nothing written, which
+    /// the caller refuses as an invalid result. A BEFORE observer is asked
+    /// prepare-frame; an AFTER observer prepare-frame, then, if the DEFINE
+    /// wrote `defined`, frame-wire-len and write-frame (into a scratch
+    /// buffer of the frame's length).
+    pub(crate) fn write_frame(
+        &mut self,
+        store: &mut Store<PluginState>,
+        anchor: m::Anchor,
+        frame_type: u64,
+        ctx: m::SendContext,
+        defined: Option<(m::ExtFrame, u64)>,
+    ) -> super::Call<Option<u64>> {
+        use m::Routine::{FrameWireLen, PrepareFrame, WriteFrame};
+        let binds = |g: &Self, r| g.legacy_send.binds(frame_type, anchor, r);
+        let prepared = match binds(self, PrepareFrame) {
+            true => match self.prepare_frame(store, anchor, frame_type, ctx)? {
+                Ok(frame) => frame,
+                Err(e) => return Ok(Err(e)),
+            },
+            false => None,
+        };
+        let frame = match anchor {
+            m::Anchor::Define => match prepared {
+                Some(frame) if frame.frame_type == frame_type => frame,
+                Some(frame) => {
+                    return Ok(Err(m::Error::InvalidArgument(format!(
+                        "prepare-frame returned frame type {:#x} for {frame_type:#x}",
+                        frame.frame_type
+                    ))));
+                }
+                None => return Ok(Ok(None)),
+            },
+            m::Anchor::Before => return Ok(Ok(None)),
+            m::Anchor::After => match defined {
+                Some((frame, _)) => frame,
+                None => return Ok(Ok(None)),
+            },
+        };
+        let len = match binds(self, FrameWireLen) {
+            true => match self.frame_wire_len(store, anchor, frame)? {
+                Ok(len) => len,
+                Err(e) => return Ok(Err(e)),
+            },
+            false if anchor == m::Anchor::After => 0,
+            false => return Ok(Ok(None)),
+        };
+        if !binds(self, WriteFrame) {
+            return Ok(Ok(None));
+        }
+        let capacity = match anchor {
+            m::Anchor::After => defined.map_or(0, |(_, len)| len),
+            _ if len == 0 || len > ctx.room => return Ok(Ok(None)),
+            _ => len,
+        };
+        let data = store.data_mut();
+        data.out.clear();
+        data.out_capacity = usize::try_from(capacity).unwrap_or(usize::MAX);
+        if let Err(e) = self.write_frame_v0_1(store, anchor, frame)? {
+            return Ok(Err(e));
+        }
+        if anchor == m::Anchor::Define && store.data().out.len() as u64 != len {
+            store.data_mut().out.clear();
+        }
+        Ok(Ok(Some(frame.tag)))
+    }
+
     #[inline]
-    pub(crate) fn prepare_frame(
+    fn prepare_frame(
         &mut self,
         store: &mut Store<PluginState>,
         anchor: m::Anchor,
@@ -157,7 +262,7 @@ impl Guest {
     }
 
     #[inline]
-    pub(crate) fn frame_wire_len(
+    fn frame_wire_len(
         &mut self,
         store: &mut Store<PluginState>,
         anchor: m::Anchor,
@@ -168,7 +273,7 @@ impl Guest {
     }
 
     #[inline]
-    pub(crate) fn write_frame(
+    fn write_frame_v0_1(
         &mut self,
         store: &mut Store<PluginState>,
         anchor: m::Anchor,
@@ -405,12 +510,13 @@ impl host::Host for PluginState {
         fields: Vec<(String, t::PluginVal)>,
     ) -> Result<(), t::Error> {
         let fields = fields.into_iter().map(|(k, v)| (k, v.into())).collect();
-        Ok(PluginState::log(self, level.into(), message, fields)?)
+        PluginState::log(self, level.into(), message, Ok(fields))?;
+        Ok(())
     }
 
     #[inline]
     fn send_frame(&mut self, frame: t::Frame) -> Result<(), t::Error> {
-        Ok(PluginState::send_frame(self, frame.into())?)
+        Ok(PluginState::send_frame(self, Ok(frame.into()))?)
     }
 
     #[inline]
@@ -528,9 +634,40 @@ same_variants! {
         PathChallenge(x), PathResponse(x), ConnectionClose(x), HandshakeDone, Datagram(x),
         Extension(x),
     }
-    Error {
-        Denied(x), Unsupported(x), InvalidArgument(x), BufferTooShort(x), NotFound(x),
-        Failed(x), Plugin(x),
+}
+
+impl From<m::Error> for t::Error {
+    /// A kind 0.1.0 has no case for reaches a 0.1.0 plugin as `failed`,
+    /// with the kind in the message (specification §2.2).
+    #[inline]
+    fn from(v: m::Error) -> Self {
+        match v {
+            m::Error::Denied(x) => t::Error::Denied(x),
+            m::Error::Unsupported(x) => t::Error::Unsupported(x),
+            m::Error::InvalidArgument(x) => t::Error::InvalidArgument(x),
+            m::Error::BufferTooShort(x) => t::Error::BufferTooShort(x),
+            m::Error::NotFound(x) => t::Error::NotFound(x),
+            m::Error::Failed(x) => t::Error::Failed(x),
+            m::Error::Plugin(x) => t::Error::Plugin(x),
+            m::Error::Other { kind, message, .. } => {
+                t::Error::Failed(format!("error of kind {kind}: {message}"))
+            }
+        }
+    }
+}
+
+impl From<t::Error> for m::Error {
+    #[inline]
+    fn from(v: t::Error) -> Self {
+        match v {
+            t::Error::Denied(x) => m::Error::Denied(x),
+            t::Error::Unsupported(x) => m::Error::Unsupported(x),
+            t::Error::InvalidArgument(x) => m::Error::InvalidArgument(x),
+            t::Error::BufferTooShort(x) => m::Error::BufferTooShort(x),
+            t::Error::NotFound(x) => m::Error::NotFound(x),
+            t::Error::Failed(x) => m::Error::Failed(x),
+            t::Error::Plugin(x) => m::Error::Plugin(x),
+        }
     }
 }
 
@@ -855,19 +992,21 @@ mod tests {
         assert_eq!(m::FieldRef::from(t::FieldRef::from(field)), field);
     }
 
-    /// The enums keep their WIT order, so a case is the same number on both
-    /// sides of the boundary.
+    /// 0.1.0's enums map to the registry identifiers of 0.2 as the
+    /// specification says (§2.2): field and permission case N is
+    /// identifier N + 1; every routine keeps its name.
     #[test]
-    fn enums_keep_the_wit_order() {
+    fn enums_map_to_the_registry_identifiers() {
         for f in m::FieldId::ALL {
-            assert_eq!(t::FieldId::from(f) as u8, f as u8);
+            assert_eq!(t::FieldId::from(f) as u32 + 1, f.id());
             assert_eq!(format!("{f:?}"), format!("{:?}", t::FieldId::from(f)));
         }
-        for r in m::Routine::ALL {
-            assert_eq!(t::Routine::from(r) as u8, r as u8);
+        for r in m::Routine::ALL.into_iter().chain(m::Routine::LEGACY) {
+            assert_eq!(m::Routine::from(t::Routine::from(r)), r);
+            assert_eq!(format!("{r:?}"), format!("{:?}", t::Routine::from(r)));
         }
         for p in m::Permission::ALL {
-            assert_eq!(t::Permission::from(p) as u8, p as u8);
+            assert_eq!(t::Permission::from(p) as u32 + 1, p.id());
         }
         for a in m::Anchor::ALL {
             assert_eq!(m::Anchor::from(t::Anchor::from(a)), a);

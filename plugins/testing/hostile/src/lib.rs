@@ -8,6 +8,7 @@
 extern crate alloc;
 
 use alloc::{string::String, vec, vec::Vec};
+use corequic_sdk::bindings::core_quic::plugin::host::log as raw_log;
 use corequic_sdk::*;
 
 /// A frame it DEFINEs, so a fault there is a DEFINE fault.
@@ -157,11 +158,15 @@ impl Plugin for Hostile {
                     [PluginVal::U64(n)] => *n,
                     _ => 0,
                 };
+                // The raw host call, not the SDK's `host::log`, which stops
+                // once the budget is spent: the host must bound a plugin
+                // that does not. Returns what `log` said was left.
                 let text = String::from_utf8(vec![b'x'; 4096]).unwrap_or_default();
+                let mut left = u64::MAX;
                 for _ in 0..n {
-                    host::log(LogLevel::Info, &text, &[])?;
+                    left = raw_log(LogLevel::Info, &text, &[])?;
                 }
-                Ok(Vec::new())
+                Ok(vec![PluginVal::U64(left)])
             }
             _ => Err(Error::not_found("unknown plugin-control id")),
         }

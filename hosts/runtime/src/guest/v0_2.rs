@@ -1,0 +1,704 @@
+//! `core-quic:plugin@0.2.x`: the bindings of `wit/` and their conversions to
+//! and from the host's model ([`crate::abi`]).
+//!
+//! 0.2 names fields, routines, permissions and error kinds by registry
+//! identifiers and carries frames as data (specification §2.1, §9.6): the
+//! conversions map identifiers to the model's enums and refuse the ones this
+//! host does not know, and lay frames out with [`super::frame_data`]. The
+//! host imports are thin conversions onto [`PluginState`]'s
+//! version-independent host API; the exports are called through [`Guest`].
+
+use super::frame_data;
+use crate::abi as m;
+use crate::state::{InBufRep, OutBufRep, PluginState};
+use wasmtime::Store;
+use wasmtime::component::{HasSelf, Linker, Resource};
+
+#[allow(missing_docs, clippy::all)]
+mod generated {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "plugin",
+        with: {
+            "core-quic:plugin/host.out-buf": crate::state::OutBufRep,
+            "core-quic:plugin/host.in-buf": crate::state::InBufRep,
+        },
+    });
+}
+
+use generated::core_quic::plugin::host;
+use generated::core_quic::plugin::types as t;
+pub(crate) use generated::{Plugin, PluginPre};
+
+/// Add the 0.2 host imports to `linker`.
+pub(crate) fn add_to_linker(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
+    Plugin::add_to_linker::<PluginState, HasSelf<PluginState>>(linker, |s| s)
+}
+
+/// One instance of a 0.2 plugin.
+pub(crate) struct Guest {
+    bindings: Plugin,
+    /// Reused for `plugin-control`'s arguments.
+    args: Vec<t::PluginVal>,
+}
+
+/// A routine's outcome with the generated error type.
+type Call<T> = wasmtime::Result<Result<T, t::Error>>;
+
+/// The inner result in the model's error type.
+#[inline]
+fn model<T, U: From<T>>(r: Call<T>) -> super::Call<U> {
+    r.map(|r| r.map(U::from).map_err(m::Error::from))
+}
+
+impl Guest {
+    #[inline]
+    pub(crate) fn new(bindings: Plugin) -> Guest {
+        Guest {
+            bindings,
+            args: Vec::new(),
+        }
+    }
+
+    pub(crate) fn manifest(
+        &mut self,
+        store: &mut Store<PluginState>,
+    ) -> wasmtime::Result<Result<m::PluginManifest, super::UnknownIds>> {
+        let routines = self.bindings.core_quic_plugin_routines();
+        routines.call_manifest(store).map(manifest_into_model)
+    }
+
+    #[inline]
+    pub(crate) fn init(&mut self, store: &mut Store<PluginState>) -> super::Call<()> {
+        model(self.bindings.core_quic_plugin_routines().call_init(store))
+    }
+
+    #[inline]
+    pub(crate) fn write_transport_parameter(
+        &mut self,
+        store: &mut Store<PluginState>,
+        anchor: m::Anchor,
+        id: u64,
+    ) -> super::Call<()> {
+        let out = Resource::<OutBufRep>::new_borrow(0);
+        let routines = self.bindings.core_quic_plugin_routines();
+        model(routines.call_write_transport_parameter(store, anchor.into(), id, out))
+    }
+
+    #[inline]
+    pub(crate) fn decode_transport_parameter(
+        &mut self,
+        store: &mut Store<PluginState>,
+        anchor: m::Anchor,
+        id: u64,
+    ) -> super::Call<()> {
+        let value = Resource::<InBufRep>::new_borrow(0);
+        let routines = self.bindings.core_quic_plugin_routines();
+        model(routines.call_decode_transport_parameter(store, anchor.into(), id, value))
+    }
+
+    #[inline]
+    pub(crate) fn should_send_frame(
+        &mut self,
+        store: &mut Store<PluginState>,
+        anchor: m::Anchor,
+        frame_type: u64,
+        ctx: m::SendContext,
+    ) -> super::Call<bool> {
+        let routines = self.bindings.core_quic_plugin_routines();
+        model(routines.call_should_send_frame(store, anchor.into(), frame_type, ctx.into()))
+    }
+
+    /// `write-frame` into the store's `out`, whose capacity the caller set.
+    #[inline]
+    pub(crate) fn write_frame(
+        &mut self,
+        store: &mut Store<PluginState>,
+        anchor: m::Anchor,
+        frame_type: u64,
+        ctx: m::SendContext,
+    ) -> super::Call<Option<u64>> {
+        let out = Resource::<OutBufRep>::new_borrow(0);
+        let routines = self.bindings.core_quic_plugin_routines();
+        model(routines.call_write_frame(store, anchor.into(), frame_type, ctx.into(), out))
+    }
+
+    #[inline]
+    pub(crate) fn on_frame_reserved(
+        &mut self,
+        store: &mut Store<PluginState>,
+        anchor: m::Anchor,
+        frame: m::ExtFrame,
+        ctx: m::SendContext,
+    ) -> super::Call<()> {
+        let routines = self.bindings.core_quic_plugin_routines();
+        model(routines.call_on_frame_reserved(store, anchor.into(), frame.into(), ctx.into()))
+    }
+
+    #[inline]
+    pub(crate) fn notify_frame(
+        &mut self,
+        store: &mut Store<PluginState>,
+        anchor: m::Anchor,
+        frame: m::ExtFrame,
+        outcome: m::FrameOutcome,
+    ) -> super::Call<()> {
+        let routines = self.bindings.core_quic_plugin_routines();
+        model(routines.call_notify_frame(store, anchor.into(), frame.into(), outcome.into()))
+    }
+
+    #[inline]
+    pub(crate) fn parse_frame(
+        &mut self,
+        store: &mut Store<PluginState>,
+        anchor: m::Anchor,
+        frame_type: u64,
+    ) -> super::Call<m::ParsedFrame> {
+        let payload = Resource::<InBufRep>::new_borrow(0);
+        let routines = self.bindings.core_quic_plugin_routines();
+        model(routines.call_parse_frame(store, anchor.into(), frame_type, payload))
+    }
+
+    #[inline]
+    pub(crate) fn process_frame(
+        &mut self,
+        store: &mut Store<PluginState>,
+        anchor: m::Anchor,
+        frame: &m::Frame,
+        ctx: m::RxContext,
+    ) -> super::Call<()> {
+        let frame = frame_into_wit(frame.clone());
+        let routines = self.bindings.core_quic_plugin_routines();
+        model(routines.call_process_frame(store, anchor.into(), &frame, ctx.into()))
+    }
+
+    #[inline]
+    pub(crate) fn log_frame(
+        &mut self,
+        store: &mut Store<PluginState>,
+        anchor: m::Anchor,
+        frame: &m::Frame,
+    ) -> super::Call<String> {
+        let frame = frame_into_wit(frame.clone());
+        let routines = self.bindings.core_quic_plugin_routines();
+        model(routines.call_log_frame(store, anchor.into(), &frame))
+    }
+
+    #[inline]
+    pub(crate) fn on_plugin_timeout(
+        &mut self,
+        store: &mut Store<PluginState>,
+        id: u64,
+        now: u64,
+    ) -> super::Call<()> {
+        model(
+            self.bindings
+                .core_quic_plugin_routines()
+                .call_on_plugin_timeout(store, id, now),
+        )
+    }
+
+    #[inline]
+    pub(crate) fn plugin_control(
+        &mut self,
+        store: &mut Store<PluginState>,
+        id: u64,
+        args: &[m::PluginVal],
+    ) -> super::Call<Vec<m::PluginVal>> {
+        if !args.is_empty() {
+            self.args.extend(args.iter().cloned().map(val_into_wit));
+        }
+        let routines = self.bindings.core_quic_plugin_routines();
+        let r = routines.call_plugin_control(store, id, &self.args);
+        if !self.args.is_empty() {
+            self.args.clear();
+        }
+        results_into_model(r)
+    }
+
+    pub(crate) fn call_routine(
+        &mut self,
+        store: &mut Store<PluginState>,
+        routine: u32,
+        anchor: m::Anchor,
+        param: u64,
+        args: &[m::PluginVal],
+    ) -> super::Call<Vec<m::PluginVal>> {
+        let args: Vec<t::PluginVal> = args.iter().cloned().map(val_into_wit).collect();
+        let routines = self.bindings.core_quic_plugin_routines();
+        results_into_model(routines.call_call_routine(store, routine, anchor.into(), param, &args))
+    }
+}
+
+/// A routine's list of values; one that carries a frame that does not fit
+/// its layout is the plugin's `invalid-argument` (CQ-RECV-9).
+fn results_into_model(r: Call<Vec<t::PluginVal>>) -> super::Call<Vec<m::PluginVal>> {
+    Ok(match r? {
+        Ok(vals) if vals.is_empty() => Ok(Vec::new()),
+        Ok(vals) => vals_into_model(vals).map_err(m::Error::InvalidArgument),
+        Err(e) => Err(e.into()),
+    })
+}
+
+fn vals_into_model(vals: Vec<t::PluginVal>) -> Result<Vec<m::PluginVal>, String> {
+    vals.into_iter().map(val_into_model).collect()
+}
+
+/// The manifest in the model, or the identifiers this host does not know.
+fn manifest_into_model(v: t::PluginManifest) -> Result<m::PluginManifest, super::UnknownIds> {
+    let mut missing = Vec::new();
+    let mut unknown = |what: String| {
+        if !missing.contains(&what) {
+            missing.push(what);
+        }
+    };
+    let mut bindings = Vec::with_capacity(v.bindings.len());
+    for b in &v.bindings {
+        match m::Routine::from_id(b.routine) {
+            Some(routine) => bindings.push(m::Binding {
+                routine,
+                anchor: b.anchor.into(),
+                param: b.param,
+            }),
+            None => unknown(format!("routine {}", b.routine)),
+        }
+    }
+    let mut fields = |ids: &[u32], access: &str| {
+        let mut out = Vec::with_capacity(ids.len());
+        for &id in ids {
+            match m::FieldId::from_id(id) {
+                Some(f) => out.push(f),
+                None => unknown(format!("field {id} ({access})")),
+            }
+        }
+        out
+    };
+    let reads = fields(&v.reads, "read");
+    let writes = fields(&v.writes, "write");
+    let mut permissions = Vec::with_capacity(v.permissions.len());
+    for &id in &v.permissions {
+        match m::Permission::from_id(id) {
+            Some(p) => permissions.push(p),
+            None => unknown(format!("permission {id}")),
+        }
+    }
+    if !missing.is_empty() {
+        return Err(super::UnknownIds {
+            name: v.name,
+            missing,
+        });
+    }
+    Ok(m::PluginManifest {
+        name: v.name,
+        version: v.version,
+        abi_version: v.abi_version,
+        bindings,
+        reads,
+        writes,
+        permissions,
+    })
+}
+
+// The host imports: conversions onto `PluginState`'s host API.
+
+impl host::HostOutBuf for PluginState {
+    #[inline]
+    fn capacity(&mut self, _: Resource<OutBufRep>) -> u64 {
+        self.out_buf_capacity()
+    }
+
+    #[inline]
+    fn written(&mut self, _: Resource<OutBufRep>) -> u64 {
+        self.out_buf_written()
+    }
+
+    #[inline]
+    fn put(&mut self, _: Resource<OutBufRep>, data: Vec<u8>) -> Result<(), t::Error> {
+        Ok(self.out_buf_put(&data)?)
+    }
+
+    #[inline]
+    fn put_zeros(&mut self, _: Resource<OutBufRep>, count: u64) -> Result<(), t::Error> {
+        Ok(self.out_buf_put_zeros(count)?)
+    }
+
+    #[inline]
+    fn drop(&mut self, _: Resource<OutBufRep>) -> wasmtime::Result<()> {
+        Ok(())
+    }
+}
+
+impl host::HostInBuf for PluginState {
+    #[inline]
+    fn len(&mut self, _: Resource<InBufRep>) -> u64 {
+        self.in_buf_len()
+    }
+
+    #[inline]
+    fn read(&mut self, _: Resource<InBufRep>, offset: u64, len: u64) -> Result<Vec<u8>, t::Error> {
+        Ok(self.in_buf_read(offset, len)?)
+    }
+
+    #[inline]
+    fn drop(&mut self, _: Resource<InBufRep>) -> wasmtime::Result<()> {
+        Ok(())
+    }
+}
+
+impl t::Host for PluginState {}
+
+impl PluginState {
+    /// A field reference in the model; an identifier this host does not
+    /// implement cannot have been granted, so its use is a denial
+    /// (CQ-FIELD-13).
+    fn field_ref(&mut self, field: t::FieldRef) -> Result<m::FieldRef, m::Error> {
+        match m::FieldId::from_id(field.id) {
+            Some(id) => Ok(m::FieldRef {
+                id,
+                space: field.space.map(Into::into),
+            }),
+            None => Err(self.deny(format!(
+                "field {} is not implemented by this host (ABI {})",
+                field.id,
+                m::ABI_VERSION
+            ))),
+        }
+    }
+}
+
+impl host::Host for PluginState {
+    #[inline]
+    fn get_field(&mut self, field: t::FieldRef) -> Result<t::PluginVal, t::Error> {
+        let field = self.field_ref(field)?;
+        Ok(val_into_wit(PluginState::get_field(self, field)?))
+    }
+
+    fn get_fields(&mut self, fields: Vec<t::FieldRef>) -> Result<Vec<t::PluginVal>, t::Error> {
+        let fields = fields
+            .into_iter()
+            .map(|f| self.field_ref(f))
+            .collect::<Result<Vec<_>, _>>()?;
+        let vals = PluginState::get_fields(self, fields)?;
+        Ok(vals.into_iter().map(val_into_wit).collect())
+    }
+
+    #[inline]
+    fn set_field(&mut self, field: t::FieldRef, value: t::PluginVal) -> Result<(), t::Error> {
+        let field = self.field_ref(field)?;
+        let value = val_into_model(value).map_err(m::Error::InvalidArgument)?;
+        Ok(PluginState::set_field(self, field, value)?)
+    }
+
+    #[inline]
+    fn register_frame(&mut self, registration: t::FrameRegistration) -> Result<(), t::Error> {
+        Ok(PluginState::register_frame(self, registration.into())?)
+    }
+
+    #[inline]
+    fn unregister_frame(&mut self, frame_type: u64) -> Result<(), t::Error> {
+        Ok(PluginState::unregister_frame(self, frame_type)?)
+    }
+
+    #[inline]
+    fn register_transport_parameter(&mut self, id: u64) -> Result<(), t::Error> {
+        Ok(PluginState::register_transport_parameter(self, id)?)
+    }
+
+    #[inline]
+    fn enable(&mut self) {
+        PluginState::enable(self)
+    }
+
+    #[inline]
+    fn set_timer(&mut self, id: u64, at: u64) -> Result<(), t::Error> {
+        Ok(PluginState::set_timer(self, id, at)?)
+    }
+
+    #[inline]
+    fn cancel_timer(&mut self, id: u64) -> Result<(), t::Error> {
+        Ok(PluginState::cancel_timer(self, id)?)
+    }
+
+    #[inline]
+    fn now(&mut self) -> u64 {
+        PluginState::now(self)
+    }
+
+    #[inline]
+    fn random_bytes(&mut self, len: u32) -> Result<Vec<u8>, t::Error> {
+        Ok(PluginState::random_bytes(self, len)?)
+    }
+
+    #[inline]
+    fn log(
+        &mut self,
+        level: t::LogLevel,
+        message: String,
+        fields: Vec<(String, t::PluginVal)>,
+    ) -> Result<u64, t::Error> {
+        let fields = fields
+            .into_iter()
+            .map(|(k, v)| Ok((k, val_into_model(v)?)))
+            .collect::<Result<Vec<_>, String>>();
+        Ok(PluginState::log(self, level.into(), message, fields)?)
+    }
+
+    #[inline]
+    fn send_frame(&mut self, frame: t::Frame) -> Result<(), t::Error> {
+        Ok(PluginState::send_frame(self, frame_into_model(frame))?)
+    }
+
+    fn call_plugin_control(
+        &mut self,
+        id: u64,
+        args: Vec<t::PluginVal>,
+    ) -> Result<Vec<t::PluginVal>, t::Error> {
+        // Arguments the callee could not be given fail the call before it.
+        let args = vals_into_model(args).map_err(m::Error::InvalidArgument)?;
+        let results = PluginState::call_plugin_control(self, id, &args)?;
+        Ok(results.into_iter().map(val_into_wit).collect())
+    }
+}
+
+// Conversions between the generated types and the model.
+
+/// A frame as data (§9.6).
+#[inline]
+fn frame_into_wit(frame: m::Frame) -> t::Frame {
+    let (frame_type, values, data) = frame_data::to_data(frame);
+    t::Frame {
+        frame_type,
+        values,
+        data,
+    }
+}
+
+/// The frame a plugin's data describes, or why it does not fit its layout.
+#[inline]
+fn frame_into_model(frame: t::Frame) -> Result<m::Frame, String> {
+    frame_data::from_data(frame.frame_type, frame.values, frame.data)
+}
+
+/// `plugin-val` to the plugin.
+#[inline]
+fn val_into_wit(v: m::PluginVal) -> t::PluginVal {
+    match v {
+        m::PluginVal::None => t::PluginVal::None,
+        m::PluginVal::Bool(x) => t::PluginVal::Bool(x),
+        m::PluginVal::U32(x) => t::PluginVal::U32(x),
+        m::PluginVal::U64(x) => t::PluginVal::U64(x),
+        m::PluginVal::S64(x) => t::PluginVal::S64(x),
+        m::PluginVal::F64(x) => t::PluginVal::F64(x),
+        m::PluginVal::Bytes(x) => t::PluginVal::Bytes(x),
+        m::PluginVal::String(x) => t::PluginVal::String(x),
+        m::PluginVal::Duration(x) => t::PluginVal::Duration(x),
+        m::PluginVal::Instant(x) => t::PluginVal::Instant(x),
+        m::PluginVal::SocketAddr(x) => t::PluginVal::SocketAddr(x.into()),
+        m::PluginVal::Frame(x) => t::PluginVal::Frame(frame_into_wit(x)),
+        m::PluginVal::PacketType(x) => t::PluginVal::PacketType(x.into()),
+        m::PluginVal::PnSpace(x) => t::PluginVal::PnSpace(x.into()),
+    }
+}
+
+/// `plugin-val` from the plugin: a frame that does not fit its layout is
+/// refused.
+#[inline]
+fn val_into_model(v: t::PluginVal) -> Result<m::PluginVal, String> {
+    Ok(match v {
+        t::PluginVal::None => m::PluginVal::None,
+        t::PluginVal::Bool(x) => m::PluginVal::Bool(x),
+        t::PluginVal::U32(x) => m::PluginVal::U32(x),
+        t::PluginVal::U64(x) => m::PluginVal::U64(x),
+        t::PluginVal::S64(x) => m::PluginVal::S64(x),
+        t::PluginVal::F64(x) => m::PluginVal::F64(x),
+        t::PluginVal::Bytes(x) => m::PluginVal::Bytes(x),
+        t::PluginVal::String(x) => m::PluginVal::String(x),
+        t::PluginVal::Duration(x) => m::PluginVal::Duration(x),
+        t::PluginVal::Instant(x) => m::PluginVal::Instant(x),
+        t::PluginVal::SocketAddr(x) => m::PluginVal::SocketAddr(x.into()),
+        t::PluginVal::Frame(x) => m::PluginVal::Frame(frame_into_model(x)?),
+        t::PluginVal::PacketType(x) => m::PluginVal::PacketType(x.into()),
+        t::PluginVal::PnSpace(x) => m::PluginVal::PnSpace(x.into()),
+    })
+}
+
+impl From<m::Error> for t::Error {
+    #[inline]
+    fn from(e: m::Error) -> Self {
+        let (kind, value, message) = e.into_parts();
+        t::Error {
+            kind,
+            value,
+            message,
+        }
+    }
+}
+
+impl From<t::Error> for m::Error {
+    #[inline]
+    fn from(e: t::Error) -> Self {
+        m::Error::from_parts(e.kind, e.value, e.message)
+    }
+}
+
+/// Enums whose cases match one to one.
+macro_rules! same_cases {
+    ($($ty:ident { $($case:ident),* $(,)? })*) => {$(
+        impl From<m::$ty> for t::$ty {
+            #[inline]
+            fn from(v: m::$ty) -> Self {
+                match v {
+                    $(m::$ty::$case => t::$ty::$case,)*
+                }
+            }
+        }
+
+        impl From<t::$ty> for m::$ty {
+            #[inline]
+            fn from(v: t::$ty) -> Self {
+                match v {
+                    $(t::$ty::$case => m::$ty::$case,)*
+                }
+            }
+        }
+    )*};
+}
+
+/// Records whose fields match one to one, each converted with `From`.
+macro_rules! same_fields {
+    ($($ty:ident { $($field:ident),* $(,)? })*) => {$(
+        #[allow(clippy::useless_conversion)]
+        impl From<m::$ty> for t::$ty {
+            #[inline]
+            fn from(v: m::$ty) -> Self {
+                t::$ty { $($field: v.$field.into(),)* }
+            }
+        }
+
+        #[allow(clippy::useless_conversion)]
+        impl From<t::$ty> for m::$ty {
+            #[inline]
+            fn from(v: t::$ty) -> Self {
+                m::$ty { $($field: v.$field.into(),)* }
+            }
+        }
+    )*};
+}
+
+same_cases! {
+    PacketType { Initial, ZeroRtt, Handshake, OneRtt, Retry, VersionNegotiation }
+    PnSpace { Initial, Handshake, ApplicationData }
+    Anchor { Define, Before, After }
+    SendPosition { First, AfterAck, End }
+    FrameOutcome { Acked, Lost }
+    LogLevel { Error, Warn, Info, Debug, Trace }
+}
+
+same_fields! {
+    SocketAddr { ip, port }
+    ExtFrame { frame_type, tag }
+    FrameRegistration { frame_type, position, ack_eliciting, in_flight }
+    SendContext { packet_type, space, packet_number, position, room, now }
+    RxContext { packet_type, space, packet_number, now }
+    ParsedFrame { frame, consumed }
+}
+
+impl From<m::IpAddr> for t::IpAddr {
+    #[inline]
+    fn from(v: m::IpAddr) -> Self {
+        match v {
+            m::IpAddr::V4(a) => t::IpAddr::V4(a),
+            m::IpAddr::V6(a) => t::IpAddr::V6(a),
+        }
+    }
+}
+
+impl From<t::IpAddr> for m::IpAddr {
+    #[inline]
+    fn from(v: t::IpAddr) -> Self {
+        match v {
+            t::IpAddr::V4(a) => m::IpAddr::V4(a),
+            t::IpAddr::V6(a) => m::IpAddr::V6(a),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest(reads: Vec<u32>, routine: u32, permission: u32) -> t::PluginManifest {
+        t::PluginManifest {
+            name: "p".into(),
+            version: "1".into(),
+            abi_version: "0.2.0".into(),
+            bindings: vec![t::Binding {
+                routine,
+                anchor: t::Anchor::Define,
+                param: 0x42,
+            }],
+            reads,
+            writes: Vec::new(),
+            permissions: vec![permission],
+        }
+    }
+
+    #[test]
+    fn manifests_map_registry_identifiers_to_the_model() {
+        let m = manifest_into_model(manifest(vec![1, 23], 4, 3)).expect("known ids");
+        assert_eq!(
+            m.reads,
+            [m::FieldId::IsServer, m::FieldId::CongestionWindow]
+        );
+        assert_eq!(m.bindings[0].routine, m::Routine::WriteFrame);
+        assert_eq!(m.permissions, [m::Permission::Logging]);
+    }
+
+    #[test]
+    fn manifests_naming_unknown_identifiers_are_refused_with_each_one() {
+        let e = manifest_into_model(manifest(vec![1, 999], 0xf1, 77)).expect_err("unknown ids");
+        assert_eq!(e.name, "p");
+        // 0xf1 is the model's legacy prepare-frame, which has no identifier.
+        assert_eq!(
+            e.missing,
+            ["routine 241", "field 999 (read)", "permission 77"]
+        );
+    }
+
+    #[test]
+    fn errors_keep_their_kind_value_and_message() {
+        for e in [
+            m::Error::Denied("no".into()),
+            m::Error::BufferTooShort(9),
+            m::Error::Plugin(0xb5e),
+            m::Error::Other {
+                kind: 900,
+                value: 1,
+                message: "later".into(),
+            },
+        ] {
+            assert_eq!(m::Error::from(t::Error::from(e.clone())), e);
+        }
+        let too_short = t::Error::from(m::Error::BufferTooShort(9));
+        assert_eq!((too_short.kind, too_short.value), (4, 9));
+    }
+
+    #[test]
+    fn plugin_values_refuse_frames_that_do_not_fit_their_layout() {
+        let good = t::PluginVal::Frame(t::Frame {
+            frame_type: 0x10,
+            values: vec![5],
+            data: Vec::new(),
+        });
+        assert_eq!(
+            val_into_model(good),
+            Ok(m::PluginVal::Frame(m::Frame::MaxData(5)))
+        );
+        let bad = t::PluginVal::Frame(t::Frame {
+            frame_type: 0x10,
+            values: Vec::new(),
+            data: Vec::new(),
+        });
+        assert!(val_into_model(bad).is_err());
+    }
+}

@@ -952,6 +952,20 @@ pub fn space_index(space: Option<PnSpace>) -> usize {
     }
 }
 
+/// The largest congestion window a plugin may write on a stack that adds
+/// to and multiplies its window in `usize` (quiche, neqo), 2^48 bytes: far
+/// above any real window, with room left for the stack's arithmetic on it
+/// (a window near `usize::MAX` overflows: a chaos seed aborted quiche in
+/// `cwnd_available`).
+pub const MAX_USIZE_CONGESTION_WINDOW: usize = 1 << 48;
+
+/// A slow-start threshold a plugin writes (`None` clears it), as a stack
+/// that keeps it in `usize` takes it: a value above `usize::MAX` is the
+/// largest.
+pub fn ssthresh_usize(bytes: Option<u64>) -> Option<usize> {
+    bytes.map(|s| usize::try_from(s).unwrap_or(usize::MAX))
+}
+
 /// A congestion window a plugin writes, as a stack that keeps it in `usize`
 /// takes it: at most `max` bytes, so that the stack's arithmetic on its
 /// window cannot overflow. A larger value is refused, never clamped

@@ -29,8 +29,8 @@
 
 pub use corequic_adapter::{AdapterExtension, Attachment, ConnectionReport, FrameCounts, LogSink};
 use corequic_adapter::{
-    ConnectionInfo, ConnectionPlugins, Epoch, FrameRefused, StackConnection, answered_by_core,
-    optional_u64,
+    ConnectionInfo, ConnectionPlugins, Epoch, FrameRefused, MAX_USIZE_CONGESTION_WINDOW,
+    StackConnection, answered_by_core, optional_u64, ssthresh_usize,
 };
 use corequic_runtime::abi::{self, FieldId, FieldRef, PluginVal};
 use corequic_runtime::{HostCapabilities, RoutineError};
@@ -58,10 +58,6 @@ const NEQO_MIN_ACK_DELAY: u64 = 0xff02_de1a;
 pub fn capabilities() -> HostCapabilities {
     corequic_adapter::capabilities(vec![NEQO_MIN_ACK_DELAY])
 }
-
-/// The largest congestion window a plugin may write, 2^48 bytes: far above
-/// any real window, with room left for neqo's arithmetic on it.
-pub const MAX_CONGESTION_WINDOW: usize = 1 << 48;
 
 /// Creates the plugins of each new connection (set it with
 /// `ConnectionParameters::extension_factory`).
@@ -145,13 +141,13 @@ impl StackConnection for Neqo<'_, '_> {
     fn set_congestion_window(&mut self, bytes: u64) -> Result<bool, abi::Error> {
         // neqo adds to and multiplies the window in usize; a larger value
         // is refused, never clamped (CQ-FIELD-8).
-        let window = corequic_adapter::congestion_window(bytes, MAX_CONGESTION_WINDOW, "neqo")?;
+        let window =
+            corequic_adapter::congestion_window(bytes, MAX_USIZE_CONGESTION_WINDOW, "neqo")?;
         Ok(self.cx.set_cwnd(window))
     }
 
     fn set_ssthresh(&mut self, bytes: Option<u64>) -> Result<bool, abi::Error> {
-        let bytes = bytes.map(|s| usize::try_from(s).unwrap_or(usize::MAX));
-        Ok(self.cx.set_ssthresh(bytes))
+        Ok(self.cx.set_ssthresh(ssthresh_usize(bytes)))
     }
 
     fn set_flow_limit(&mut self, field: FieldId, max: u64) -> Result<bool, abi::Error> {

@@ -29,8 +29,8 @@
 
 pub use corequic_adapter::{AdapterExtension, Attachment, ConnectionReport, FrameCounts, LogSink};
 use corequic_adapter::{
-    ConnectionInfo, ConnectionPlugins, Epoch, FrameRefused, StackConnection, answered_by_core,
-    optional_u64,
+    ConnectionInfo, ConnectionPlugins, Epoch, FrameRefused, MAX_USIZE_CONGESTION_WINDOW,
+    StackConnection, answered_by_core, optional_u64, ssthresh_usize,
 };
 use corequic_runtime::abi::{self, FieldId, FieldRef, PluginVal};
 use corequic_runtime::{HostCapabilities, RoutineError};
@@ -53,10 +53,6 @@ pub fn capabilities() -> HostCapabilities {
     // quiche sends only standard parameters.
     corequic_adapter::capabilities(Vec::new())
 }
-
-/// The largest congestion window a plugin may write, 2^48 bytes: far above
-/// any real window, with room left for quiche's arithmetic on it.
-pub const MAX_CONGESTION_WINDOW: usize = 1 << 48;
 
 /// Creates the plugins of each new connection (set it with
 /// `quiche::Config::set_extension_factory` before `connect`/`accept`).
@@ -140,13 +136,13 @@ impl StackConnection for Quiche<'_, '_> {
         // usize::MAX overflows (a chaos seed aborted the process in
         // cwnd_available). A larger value is refused, never clamped
         // (CQ-FIELD-8).
-        let window = corequic_adapter::congestion_window(bytes, MAX_CONGESTION_WINDOW, "quiche")?;
+        let window =
+            corequic_adapter::congestion_window(bytes, MAX_USIZE_CONGESTION_WINDOW, "quiche")?;
         Ok(self.cx.set_cwnd(window))
     }
 
     fn set_ssthresh(&mut self, bytes: Option<u64>) -> Result<bool, abi::Error> {
-        let bytes = bytes.map(|s| usize::try_from(s).unwrap_or(usize::MAX));
-        Ok(self.cx.set_ssthresh(bytes))
+        Ok(self.cx.set_ssthresh(ssthresh_usize(bytes)))
     }
 
     fn set_flow_limit(&mut self, field: FieldId, max: u64) -> Result<bool, abi::Error> {

@@ -19,10 +19,15 @@
 //!   (CQ-LIMIT-8), the mapping of parse/process errors to refusals, and the
 //!   timer's conversion to the stack's clock;
 //! - [`observed_frame_to_abi!`], the conversion of the stacks' observed
-//!   frames (every patch declares the same `ObservedFrame` variants).
+//!   frames (every patch declares the same `ObservedFrame` variants), and
+//!   [`extension_hooks!`], every hook's body;
+//! - the application's side: the [`Attachment`] a factory holds (plugins,
+//!   log and report sinks, the local address a stack may not know) and the
+//!   calls of [`AdapterExtension`] (`plugin-control`, counters, closes).
 //!
-//! An adapter keeps only its stack's glue: field reads, the setters, its
-//! error types and its `Extension` impl.
+//! An adapter keeps only its stack's glue: its [`StackConnection`] (field
+//! reads, the setters, ping, close, the clock), its factory, and its
+//! [`AdapterExtension`] impl (the stack's types and errors).
 
 #![warn(missing_docs)]
 
@@ -73,13 +78,22 @@ pub fn capabilities(stack_transport_parameters: Vec<u64>) -> HostCapabilities {
     }
 }
 
+/// Receives the [`ConnectionReport`] of each connection with plugins when
+/// the stack frees it (after it closed): how an application learns the
+/// final counters of a connection that its stack's API no longer reaches
+/// (s2n-quic).
+pub type ReportSink = Arc<dyn Fn(ConnectionReport) + Send + Sync>;
+
 /// The plugins an application attaches to every connection, and where
-/// their log records go: what each adapter's `PluginFactory` holds.
+/// their log records and final reports go: what each adapter's
+/// `PluginFactory` holds.
 #[derive(Clone)]
 pub struct Attachment {
     runtime: Arc<Runtime>,
     plugins: Vec<Arc<Plugin>>,
     log: Option<LogSink>,
+    report: Option<ReportSink>,
+    local: Option<SocketAddr>,
 }
 
 impl Attachment {
@@ -89,6 +103,8 @@ impl Attachment {
             runtime,
             plugins,
             log: None,
+            report: None,
+            local: None,
         }
     }
 
@@ -98,15 +114,36 @@ impl Attachment {
         self
     }
 
-    /// The plugins of a new connection (see [`ConnectionPlugins::new`]).
+    /// Where each connection's final [`ConnectionReport`] goes, when the
+    /// stack frees the connection.
+    pub fn report_sink(mut self, sink: ReportSink) -> Self {
+        self.report = Some(sink);
+        self
+    }
+
+    /// The endpoint's bound address, for the `local-address` field on a
+    /// stack that does not know its local address (quinn).
+    pub fn local_address(mut self, local: SocketAddr) -> Self {
+        self.local = Some(local);
+        self
+    }
+
+    /// The plugins of a new connection (see [`ConnectionPlugins::new`]);
+    /// `info.local` defaults to [`Attachment::local_address`].
     pub fn attach(&self, adapter: &'static str, info: ConnectionInfo) -> Option<ConnectionPlugins> {
-        ConnectionPlugins::new(
+        let info = ConnectionInfo {
+            local: info.local.or(self.local),
+            ..info
+        };
+        let mut plugins = ConnectionPlugins::new(
             adapter,
             &self.runtime,
             &self.plugins,
             info,
             self.log.clone(),
-        )
+        )?;
+        plugins.report = self.report.clone();
+        Some(plugins)
     }
 }
 
@@ -278,18 +315,24 @@ impl<C: StackConnection + ?Sized> corequic_runtime::HostConnection for View<'_, 
             FieldId::SendingHalted => return Ok(PluginVal::Bool(self.st.sending_halted)),
             _ => {}
         }
-        match self.cx.as_deref_mut() {
+        let read = match self.cx.as_deref_mut() {
             Some(cx) => cx.get_field(field),
-            None => match field.id {
-                FieldId::PeerAddress => Ok(PluginVal::from(self.st.info.remote)),
-                FieldId::LocalAddress => self
-                    .st
-                    .info
-                    .local
-                    .map(PluginVal::from)
-                    .ok_or(unavailable(field.id)),
-                id => Err(unavailable(id)),
-            },
+            None => Err(unavailable(field.id)),
+        };
+        // The addresses the connection was created with, where the stack
+        // shows none (no connection or no path yet, or a stack that does
+        // not know its local address).
+        match (read, field.id) {
+            (Err(abi::Error::NotFound(_)), FieldId::PeerAddress) => {
+                Ok(PluginVal::from(self.st.info.remote))
+            }
+            (Err(abi::Error::NotFound(why)), FieldId::LocalAddress) => self
+                .st
+                .info
+                .local
+                .map(PluginVal::from)
+                .ok_or(abi::Error::NotFound(why)),
+            (read, _) => read,
         }
     }
 
@@ -367,6 +410,16 @@ pub struct ConnectionPlugins {
     set: Mutex<PluginSet>,
     state: State,
     transport_parameters: Vec<(u64, Vec<u8>)>,
+    /// Where the final report goes when the connection is dropped.
+    report: Option<ReportSink>,
+}
+
+impl Drop for ConnectionPlugins {
+    fn drop(&mut self) {
+        if let Some(report) = &self.report {
+            report(self.report());
+        }
+    }
 }
 
 impl ConnectionPlugins {
@@ -412,6 +465,7 @@ impl ConnectionPlugins {
             set: Mutex::new(set),
             state,
             transport_parameters,
+            report: None,
         })
     }
 
@@ -704,6 +758,12 @@ impl ConnectionPlugins {
         self.state.close.clone()
     }
 
+    /// What the stack said about the connection when its extension was
+    /// created.
+    pub fn info(&self) -> ConnectionInfo {
+        self.state.info
+    }
+
     /// Everything the plugins did on this connection.
     pub fn report(&self) -> ConnectionReport {
         ConnectionReport {
@@ -712,6 +772,116 @@ impl ConnectionPlugins {
             close: self.local_close(),
         }
     }
+}
+
+/// An adapter's per-connection extension: the connection's
+/// [`ConnectionPlugins`] beside the stack glue that shows the stack's
+/// connection to them. An adapter implements this trait with its stack's
+/// types, and the stack's `Extension` trait with [`extension_hooks!`],
+/// which forwards every hook through it; the application's calls below are
+/// the same on every stack.
+pub trait AdapterExtension {
+    /// The stack's hook context (the `ExtensionContext` of its patch).
+    type Context<'c>: ?Sized;
+    /// The error with which the stack closes a connection.
+    type Error;
+    /// The stack's clock.
+    type Time;
+
+    /// The connection's plugins.
+    fn plugins(&self) -> &ConnectionPlugins;
+
+    /// The connection's plugins, for the hooks that need no connection.
+    fn plugins_mut(&mut self) -> &mut ConnectionPlugins;
+
+    /// Run `f` with the plugins and the stack's connection as `cx` shows it
+    /// during one hook or application call.
+    fn with_connection<R>(
+        &mut self,
+        cx: &mut Self::Context<'_>,
+        f: impl FnOnce(&mut ConnectionPlugins, &mut dyn StackConnection) -> R,
+    ) -> R;
+
+    /// The stack's error for a peer transport parameter a plugin refused
+    /// (TRANSPORT_PARAMETER_ERROR), with the refusal's reason.
+    fn parameter_refused(reason: String) -> Self::Error;
+
+    /// The stack's error for a plugin frame the plugins refused.
+    fn frame_refused(refused: FrameRefused) -> Self::Error;
+
+    /// The stack's time of ABI time `ns` (a plugin timer's deadline).
+    fn stack_time(&self, ns: u64) -> Option<Self::Time>;
+
+    /// The adapter's extension behind a stack's `dyn Extension` (given as
+    /// its `as_any_mut()`); `None` when the extension is not this adapter's.
+    fn from_any(any: &mut dyn std::any::Any) -> Option<&mut Self>
+    where
+        Self: Sized + 'static,
+    {
+        any.downcast_mut::<Self>()
+    }
+
+    /// Call plugin-control `id` (the application side of the ABI).
+    fn plugin_control(
+        &mut self,
+        cx: &mut Self::Context<'_>,
+        id: u64,
+        args: &[PluginVal],
+    ) -> Result<Vec<PluginVal>, RoutineError> {
+        self.with_connection(cx, |plugins, stack| plugins.plugin_control(stack, id, args))
+    }
+
+    /// Per-plugin counters of this connection.
+    fn stats(&self) -> Vec<PluginStats> {
+        self.plugins().stats()
+    }
+
+    /// Plugin frames of `frame_type` written, acknowledged and lost.
+    fn frame_counts(&self, frame_type: u64) -> FrameCounts {
+        self.plugins().frame_counts(frame_type)
+    }
+
+    /// The close this connection's plugins caused, with its reason, if they
+    /// did (see [`ConnectionPlugins::local_close`]): stacks report such a
+    /// close as the application's, or keep only its code.
+    fn local_close(&self) -> Option<(u64, String)> {
+        self.plugins().local_close()
+    }
+}
+
+/// The ABI clock of a connection on a stack that keeps time in
+/// [`std::time::Instant`]: nanoseconds since the connection's extension was
+/// created.
+#[derive(Debug, Clone, Copy)]
+pub struct Epoch(std::time::Instant);
+
+impl Epoch {
+    /// The clock of a connection whose extension was created at `created`.
+    pub fn new(created: std::time::Instant) -> Self {
+        Epoch(created)
+    }
+
+    /// `now` on the ABI clock (0 before the epoch).
+    pub fn ns(self, now: std::time::Instant) -> u64 {
+        duration_ns(&now.saturating_duration_since(self.0))
+    }
+
+    /// The stack's instant of ABI time `ns` (a plugin timer's deadline).
+    pub fn instant(self, ns: u64) -> Option<std::time::Instant> {
+        self.0.checked_add(std::time::Duration::from_nanos(ns))
+    }
+}
+
+/// A field that [`StackConnection::get_field`] is never asked for, because
+/// the core answers it (`is-server`, `sending-halted`): the error a stack
+/// returns for it.
+pub fn answered_by_core(field: FieldId) -> abi::Error {
+    abi::Error::Failed(format!("{} is answered by the adapter core", field.name()))
+}
+
+/// An optional number field: `none` when the stack does not know it.
+pub fn optional_u64(value: Option<u64>) -> PluginVal {
+    value.map_or(PluginVal::None, PluginVal::U64)
 }
 
 /// Bytes of a frame field as a stack's `ObservedFrame` holds them.
@@ -756,6 +926,21 @@ pub fn duration_ns(d: &std::time::Duration) -> u64 {
     d.as_nanos().min(u128::from(u64::MAX)) as u64
 }
 
+/// `local-address` or `peer-address` (`field`) of the connection's current
+/// path, `(local, peer)`. A connection without a path answers `not-found`,
+/// and the core then answers the address the connection was created with.
+pub fn path_address(
+    field: FieldId,
+    path: Option<(SocketAddr, SocketAddr)>,
+) -> Result<PluginVal, abi::Error> {
+    let (local, peer) =
+        path.ok_or_else(|| abi::Error::NotFound(format!("{}: no path", field.name())))?;
+    Ok(PluginVal::from(match field {
+        FieldId::LocalAddress => local,
+        _ => peer,
+    }))
+}
+
 /// The index of a field's packet number space in a stack's per-space
 /// arrays ordered Initial, Handshake, Application; a field read without a
 /// space is the application space's.
@@ -765,6 +950,20 @@ pub fn space_index(space: Option<PnSpace>) -> usize {
         Some(PnSpace::Handshake) => 1,
         _ => 2,
     }
+}
+
+/// The largest congestion window a plugin may write on a stack that adds
+/// to and multiplies its window in `usize` (quiche, neqo), 2^48 bytes: far
+/// above any real window, with room left for the stack's arithmetic on it
+/// (a window near `usize::MAX` overflows: a chaos seed aborted quiche in
+/// `cwnd_available`).
+pub const MAX_USIZE_CONGESTION_WINDOW: usize = 1 << 48;
+
+/// A slow-start threshold a plugin writes (`None` clears it), as a stack
+/// that keeps it in `usize` takes it: a value above `usize::MAX` is the
+/// largest.
+pub fn ssthresh_usize(bytes: Option<u64>) -> Option<usize> {
+    bytes.map(|s| usize::try_from(s).unwrap_or(usize::MAX))
 }
 
 /// A congestion window a plugin writes, as a stack that keeps it in `usize`
@@ -881,38 +1080,46 @@ macro_rules! observed_frame_to_abi {
     }};
 }
 
-/// The hooks whose bodies are the same on every stack, for an adapter's
-/// `impl Extension` block: `transport_parameters`, `wants_to_send`,
-/// `write_frames`, `on_frames`, `observes_frame`, `observe_frame`,
-/// `on_timeout`, `sending_halted` and `as_any_mut`. The adapter writes the
-/// three whose types are its stack's own (`decode_transport_parameter` and
-/// `process_frame` return its error type, `next_timeout` its clock's time).
+/// Every hook of the vocabulary (`hosts/README.md`), for an adapter's
+/// `impl Extension` block: each forwards to the [`ConnectionPlugins`]
+/// method of the same name through the adapter's [`AdapterExtension`],
+/// which gives the stack's error and time types.
 ///
 /// Name the stack's types as they are in scope: the hook context type, and
 /// the `SendContext`, `SendPosition`, `ExtensionFrame` and `ObservedFrame`
-/// of its patch. The extension must have a field `plugins:
-/// ConnectionPlugins` and a method `stack(&mut self, cx) -> impl
-/// StackConnection` (its view of the connection during a hook).
+/// of its patch.
 ///
 /// ```text
 /// impl Extension for QuinnPlugins {
 ///     corequic_adapter::extension_hooks!(
 ///         ExtensionContext<'_>, SendContext, SendPosition, ExtensionFrame, ObservedFrame
 ///     );
-///     // decode_transport_parameter, process_frame, next_timeout
 /// }
 /// ```
 #[macro_export]
 macro_rules! extension_hooks {
     ($cx:ty, $send:ident, $position:ident, $frame:ident, $observed:ident) => {
         fn transport_parameters(&mut self) -> Vec<(u64, Vec<u8>)> {
-            self.plugins.transport_parameters()
+            $crate::AdapterExtension::plugins_mut(self).transport_parameters()
+        }
+
+        fn decode_transport_parameter(
+            &mut self,
+            cx: &mut $cx,
+            id: u64,
+            value: &[u8],
+        ) -> Result<(), <Self as $crate::AdapterExtension>::Error> {
+            $crate::AdapterExtension::with_connection(self, cx, |plugins, stack| {
+                plugins.decode_transport_parameter(stack, id, value)
+            })
+            .map_err(<Self as $crate::AdapterExtension>::parameter_refused)
         }
 
         fn wants_to_send(&mut self, cx: &mut $cx, ctx: &$send) -> bool {
             let slot = $crate::send_slot!(ctx, $position);
-            let mut stack = self.stack(cx);
-            self.plugins.wants_to_send(&mut stack, &slot)
+            $crate::AdapterExtension::with_connection(self, cx, |plugins, stack| {
+                plugins.wants_to_send(stack, &slot)
+            })
         }
 
         fn write_frames(
@@ -923,25 +1130,40 @@ macro_rules! extension_hooks {
             frames: &mut Vec<$frame>,
         ) {
             let slot = $crate::send_slot!(ctx, $position);
-            let mut stack = self.stack(cx);
-            self.plugins.write_frames(&mut stack, &slot, buf, |f| {
-                frames.push($frame {
-                    frame_type: f.frame_type,
-                    tag: f.tag,
-                    ack_eliciting: f.ack_eliciting,
-                    in_flight: f.in_flight,
+            $crate::AdapterExtension::with_connection(self, cx, |plugins, stack| {
+                plugins.write_frames(stack, &slot, buf, |f| {
+                    frames.push($frame {
+                        frame_type: f.frame_type,
+                        tag: f.tag,
+                        ack_eliciting: f.ack_eliciting,
+                        in_flight: f.in_flight,
+                    })
                 })
             });
         }
 
         fn on_frames(&mut self, cx: &mut $cx, frames: &[$frame], acked: bool) {
-            let mut stack = self.stack(cx);
             let frames = frames.iter().map(|f| (f.frame_type, f.tag));
-            self.plugins.on_frames(&mut stack, frames, acked);
+            $crate::AdapterExtension::with_connection(self, cx, |plugins, stack| {
+                plugins.on_frames(stack, frames, acked)
+            });
+        }
+
+        fn process_frame(
+            &mut self,
+            cx: &mut $cx,
+            frame_type: u64,
+            payload: &[u8],
+            packet_number: u64,
+        ) -> Result<usize, <Self as $crate::AdapterExtension>::Error> {
+            $crate::AdapterExtension::with_connection(self, cx, |plugins, stack| {
+                plugins.process_frame(stack, frame_type, payload, packet_number)
+            })
+            .map_err(<Self as $crate::AdapterExtension>::frame_refused)
         }
 
         fn observes_frame(&mut self, frame_type: u64) -> bool {
-            self.plugins.observes_frame(frame_type)
+            $crate::AdapterExtension::plugins_mut(self).observes_frame(frame_type)
         }
 
         fn observe_frame(
@@ -952,18 +1174,24 @@ macro_rules! extension_hooks {
             packet_number: u64,
         ) {
             let frame = $crate::observed_frame_to_abi!($observed, frame);
-            let mut stack = self.stack(cx);
-            self.plugins
-                .observe_frame(&mut stack, frame, after, packet_number);
+            $crate::AdapterExtension::with_connection(self, cx, |plugins, stack| {
+                plugins.observe_frame(stack, frame, after, packet_number)
+            });
+        }
+
+        fn next_timeout(&self) -> Option<<Self as $crate::AdapterExtension>::Time> {
+            let ns = $crate::AdapterExtension::plugins(self).next_timeout()?;
+            $crate::AdapterExtension::stack_time(self, ns)
         }
 
         fn on_timeout(&mut self, cx: &mut $cx) {
-            let mut stack = self.stack(cx);
-            self.plugins.on_timeout(&mut stack);
+            $crate::AdapterExtension::with_connection(self, cx, |plugins, stack| {
+                plugins.on_timeout(stack)
+            });
         }
 
         fn sending_halted(&self) -> bool {
-            self.plugins.sending_halted()
+            $crate::AdapterExtension::plugins(self).sending_halted()
         }
 
         fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
@@ -1056,10 +1284,6 @@ mod tests {
         ConnectionPlugins::new("test", &runtime, &[], info(), None).expect("attached")
     }
 
-    fn state() -> State {
-        plugins().state
-    }
-
     #[test]
     fn a_window_above_the_stacks_maximum_is_refused_not_clamped() {
         assert_eq!(congestion_window(4096, 1 << 20, "stack"), Ok(4096));
@@ -1082,10 +1306,11 @@ mod tests {
 
     #[test]
     fn before_the_connection_the_core_answers_what_it_knows() {
-        let mut st = state();
+        let mut plugins = plugins();
+        let st = &mut plugins.state;
         let mut view = View::<dyn StackConnection> {
             cx: None,
-            st: &mut st,
+            st: &mut *st,
         };
         assert_eq!(
             view.get_field(field(FieldId::IsServer)),
@@ -1116,12 +1341,63 @@ mod tests {
     }
 
     #[test]
-    fn writes_the_stack_cannot_apply_are_refused_with_the_spec_errors() {
-        let mut st = state();
+    fn addresses_the_stack_does_not_show_are_those_the_connection_was_created_with() {
+        let mut plugins = plugins();
         let mut stack = FakeStack::default();
         let mut view = View {
             cx: Some(&mut stack),
-            st: &mut st,
+            st: &mut plugins.state,
+        };
+        assert_eq!(
+            view.get_field(field(FieldId::PeerAddress)),
+            Ok(PluginVal::from(info().remote))
+        );
+        assert!(matches!(
+            view.get_field(field(FieldId::LocalAddress)),
+            Err(abi::Error::NotFound(_))
+        ));
+        let local: SocketAddr = "192.0.2.2:4433".parse().expect("address");
+        view.st.info.local = Some(local);
+        assert_eq!(
+            view.get_field(field(FieldId::LocalAddress)),
+            Ok(PluginVal::from(local))
+        );
+        let path = Some((local, info().remote));
+        assert_eq!(
+            path_address(FieldId::PeerAddress, path),
+            Ok(PluginVal::from(info().remote))
+        );
+        assert!(matches!(
+            path_address(FieldId::LocalAddress, None),
+            Err(abi::Error::NotFound(_))
+        ));
+    }
+
+    #[test]
+    fn the_report_goes_to_its_sink_when_the_connection_is_dropped() {
+        let runtime =
+            Runtime::new(RuntimeConfig::default(), capabilities(Vec::new())).expect("runtime");
+        let reports = Arc::new(Mutex::new(Vec::new()));
+        let sink = reports.clone();
+        let local: SocketAddr = "192.0.2.2:4433".parse().expect("address");
+        let attachment = Attachment::new(Arc::new(runtime), Vec::new())
+            .local_address(local)
+            .report_sink(Arc::new(move |r| sink.lock().expect("lock").push(r)));
+        let plugins = attachment.attach("test", info()).expect("attached");
+        assert_eq!(plugins.info().local, Some(local));
+        assert!(reports.lock().expect("lock").is_empty());
+        drop(plugins);
+        assert_eq!(reports.lock().expect("lock").len(), 1);
+    }
+
+    #[test]
+    fn writes_the_stack_cannot_apply_are_refused_with_the_spec_errors() {
+        let mut plugins = plugins();
+        let st = &mut plugins.state;
+        let mut stack = FakeStack::default();
+        let mut view = View {
+            cx: Some(&mut stack),
+            st: &mut *st,
         };
         assert!(matches!(
             view.set_field(field(FieldId::CongestionWindow), PluginVal::U64(10_000)),
@@ -1137,7 +1413,7 @@ mod tests {
         };
         let mut view = View {
             cx: Some(&mut stack),
-            st: &mut st,
+            st: &mut *st,
         };
         assert_eq!(
             view.set_field(field(FieldId::CongestionWindow), PluginVal::U64(10_000)),

@@ -10,10 +10,11 @@ pub mod testing;
 #[cfg(feature = "rustls")]
 pub mod tls;
 
+use corequic_adapter::Attachment;
 use corequic_runtime::abi::PluginVal;
 use corequic_runtime::{
-    Grants, HostCapabilities, InjectedFault, InjectedFaults, LogRecord, Plugin, PluginStats,
-    RoutineError, Runtime, RuntimeConfig,
+    Grants, HostCapabilities, InjectedFault, InjectedFaults, LogRecord, PluginStats, RoutineError,
+    Runtime, RuntimeConfig,
 };
 use serde::Serialize;
 use std::future::Future;
@@ -63,6 +64,14 @@ pub fn bind_udp(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
     Ok(socket.into())
 }
 
+/// A tokio UDP socket bound to `addr` with buffers of [`SOCKET_BUFFER`],
+/// for the endpoints that drive a sans-IO stack themselves.
+pub fn bind_tokio_udp(addr: SocketAddr) -> Result<tokio::net::UdpSocket, String> {
+    let socket = bind_udp(addr).map_err(|e| format!("bind {addr}: {e}"))?;
+    socket.set_nonblocking(true).map_err(|e| e.to_string())?;
+    tokio::net::UdpSocket::from_std(socket).map_err(|e| e.to_string())
+}
+
 /// Tell whoever started this server where it listens: one
 /// [`LISTENING`] line on stdout, flushed at once.
 pub fn announce_listening(addr: SocketAddr) {
@@ -81,6 +90,16 @@ pub enum Role {
     Client,
     /// Listens and serves.
     Server,
+}
+
+impl Role {
+    /// The role's name, as the stats JSON and the qlog file name write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Client => "client",
+            Role::Server => "server",
+        }
+    }
 }
 
 /// A plugin to load, with the grants given to it.
@@ -257,6 +276,25 @@ impl Args {
         }
     }
 
+    /// The `--qlog` file of this run, `DIR/<role>.qlog`, with its folder
+    /// created; `None` without `--qlog`.
+    pub fn qlog_file(&self) -> Result<Option<PathBuf>, String> {
+        let Some(dir) = &self.qlog else {
+            return Ok(None);
+        };
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        Ok(Some(dir.join(format!("{}.qlog", self.role.name()))))
+    }
+
+    /// Where a client binds: the wildcard address of the server address's
+    /// family, port 0.
+    pub fn client_bind_addr(&self) -> SocketAddr {
+        match self.addr {
+            SocketAddr::V4(_) => SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, 0)),
+            SocketAddr::V6(_) => SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, 0)),
+        }
+    }
+
     /// Whether this endpoint knows the test (otherwise exit 127).
     pub fn test_supported(&self) -> bool {
         corequic_contract::is_test(&self.test)
@@ -301,6 +339,21 @@ pub fn parse_request(request: &[u8]) -> Option<u64> {
         .strip_prefix("GET /")?
         .parse()
         .ok()
+}
+
+/// Check `bytes` received at `offset` of a `GET /<n>` response against the
+/// payload; the error names the first byte that differs.
+pub fn check_payload(offset: u64, bytes: &[u8]) -> Result<(), String> {
+    for (i, chunk) in bytes.chunks(PAYLOAD_CHUNK).enumerate() {
+        let at = offset + (i * PAYLOAD_CHUNK) as u64;
+        if chunk != payload(at, chunk.len()) {
+            let wrong = (0..chunk.len())
+                .find(|&j| chunk[j] != payload_byte(at + j as u64))
+                .unwrap_or(0);
+            return Err(format!("byte {} differs", at + wrong as u64));
+        }
+    }
+    Ok(())
 }
 
 /// The result of one plugin-control call.
@@ -353,6 +406,86 @@ pub async fn run_controls(
         results.push(ControlResult::of(c, call(c.id, &c.args)));
     }
     results
+}
+
+/// The `--control` calls of one connection on an endpoint that drives its
+/// stack from a poll loop (the sans-IO stacks): each is made `at` after the
+/// handshake completed, in order; calls due at the same time keep their
+/// command-line order.
+#[derive(Debug, Clone)]
+pub struct ControlSchedule {
+    /// Latest first: the next call is popped from the end.
+    pending: Vec<ControlArg>,
+    established: Option<std::time::Instant>,
+    /// The calls made so far.
+    pub results: Vec<ControlResult>,
+}
+
+impl ControlSchedule {
+    /// The schedule of `controls`, waiting for the handshake.
+    pub fn new(controls: &[ControlArg]) -> Self {
+        let mut pending = controls.to_vec();
+        pending.sort_by_key(|c| c.at);
+        pending.reverse();
+        ControlSchedule {
+            pending,
+            established: None,
+            results: Vec::new(),
+        }
+    }
+
+    /// The handshake completed at `at` (only the first call counts).
+    pub fn establish(&mut self, at: std::time::Instant) {
+        self.established.get_or_insert(at);
+    }
+
+    /// Whether the handshake has completed.
+    pub fn is_established(&self) -> bool {
+        self.established.is_some()
+    }
+
+    /// Whether every call has been made.
+    pub fn is_done(&self) -> bool {
+        self.pending.is_empty()
+    }
+
+    /// Make the calls due at `now` through `call` (the stack's
+    /// plugin-control call on the connection); true when one was made.
+    pub fn run_due(
+        &mut self,
+        now: std::time::Instant,
+        mut call: impl FnMut(u64, &[PluginVal]) -> Option<Result<Vec<PluginVal>, RoutineError>>,
+    ) -> bool {
+        let Some(start) = self.established else {
+            return false;
+        };
+        let mut called = false;
+        while self.pending.last().is_some_and(|c| start + c.at <= now) {
+            let Some(c) = self.pending.pop() else { break };
+            let returned = call(c.id, &c.args);
+            self.results.push(ControlResult::of(&c, returned));
+            called = true;
+        }
+        called
+    }
+
+    /// When the next call is due (`None`: before the handshake, or none
+    /// left).
+    pub fn deadline(&self) -> Option<std::time::Instant> {
+        self.established
+            .and_then(|s| self.pending.last().map(|c| s + c.at))
+    }
+}
+
+/// The earlier of two optional deadlines.
+pub fn earliest(
+    a: Option<std::time::Instant>,
+    b: Option<std::time::Instant>,
+) -> Option<std::time::Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// A plugin log line.
@@ -481,6 +614,118 @@ impl Stats {
     }
 }
 
+/// What a server saw over the connections it handled, for its stats JSON.
+#[derive(Debug, Default)]
+pub struct ServerTally {
+    /// Connections handled: served, or failed in their handshake.
+    pub handled: u64,
+    /// Bytes served.
+    pub served: u64,
+    /// Why the last connection that ended with an error ended.
+    pub close: Option<String>,
+    /// The plugins' counters, connection after connection.
+    pub plugins: Vec<PluginStats>,
+    /// The plugin-control calls made.
+    pub controls: Vec<ControlResult>,
+}
+
+impl ServerTally {
+    /// Whether the server waits for another connection (`--connections`).
+    pub fn wants_more(&self, args: &Args) -> bool {
+        args.connections == 0 || self.handled < args.connections
+    }
+
+    /// Write the stats JSON of the server run on `host` that started at
+    /// `started`, with the plugins' log lines of `logs`. A server that
+    /// reaches its end passes: the client judges the transfer.
+    pub fn finish(
+        self,
+        host: &str,
+        args: &Args,
+        started: std::time::Instant,
+        logs: &Logs,
+    ) -> Result<bool, String> {
+        let stats = Stats {
+            ok: true,
+            bytes: self.served,
+            duration_ms: started.elapsed().as_secs_f64() * 1e3,
+            close: self.close,
+            plugins: self.plugins,
+            controls: self.controls,
+            logs: log_lines(logs),
+            ..Stats::of(host, args)
+        };
+        stats.write(args.stats.as_ref())?;
+        Ok(stats.ok)
+    }
+}
+
+/// What a client saw, for its stats JSON.
+#[derive(Debug, Default)]
+pub struct ClientTally {
+    /// The download: the bytes received and checked, or why it failed;
+    /// `None` when the connection closed before it ended.
+    pub download: Option<Result<u64, String>>,
+    /// How long the download took.
+    pub duration: Duration,
+    /// How long the handshake took, if it completed.
+    pub handshake: Option<Duration>,
+    /// Why the connection closed, if it did with an error.
+    pub close: Option<String>,
+    /// The plugins' counters.
+    pub plugins: Vec<PluginStats>,
+    /// The plugin-control calls made.
+    pub controls: Vec<ControlResult>,
+    /// Stack-specific numbers (congestion window, RTT, ...).
+    pub extra: Vec<(String, String)>,
+}
+
+impl ClientTally {
+    /// Write the stats JSON of the client run on `host`, with the plugins'
+    /// log lines of `logs`, and say on stderr why a download failed
+    /// (`binary` names the program). The client passes when its download
+    /// did.
+    pub fn finish(
+        self,
+        binary: &str,
+        host: &str,
+        args: &Args,
+        logs: &Logs,
+    ) -> Result<bool, String> {
+        let (ok, bytes) = match &self.download {
+            Some(Ok(n)) => (true, *n),
+            Some(Err(e)) => {
+                eprintln!("{binary}: download failed: {e}");
+                (false, 0)
+            }
+            None => {
+                eprintln!("{binary}: the connection closed before the download ended");
+                (false, 0)
+            }
+        };
+        let stats = Stats {
+            ok,
+            bytes,
+            duration_ms: self.duration.as_secs_f64() * 1e3,
+            handshake_ms: self.handshake.map(|d| d.as_secs_f64() * 1e3),
+            close: self.close,
+            plugins: self.plugins,
+            controls: self.controls,
+            logs: log_lines(logs),
+            extra: self.extra,
+            ..Stats::of(host, args)
+        };
+        stats.write(args.stats.as_ref())?;
+        Ok(ok)
+    }
+}
+
+/// How a close that a connection's own plugins caused (a defining plugin
+/// faulted, or refused a transport parameter) is told in the stats JSON.
+pub fn describe_plugins_close(code: u64, reason: &str) -> String {
+    format!("local application close {code:#x}: {reason}")
+}
+
 /// Whether the command line asks for the host's capabilities
 /// (`--capabilities`, ENDPOINT.md) instead of a run.
 pub fn capabilities_requested() -> bool {
@@ -514,9 +759,8 @@ pub fn capabilities_json(caps: &corequic_runtime::HostCapabilities) -> String {
 /// The plugins' log records of one run, collected for the stats JSON.
 pub type Logs = Arc<Mutex<Vec<LogRecord>>>;
 
-/// A log sink (for an adapter's `PluginFactory::log_sink`) that collects
-/// into `logs`.
-pub fn log_sink(logs: &Logs) -> Arc<dyn Fn(LogRecord) + Send + Sync> {
+/// A log sink (for [`Attachment::log_sink`]) that collects into `logs`.
+pub fn log_sink(logs: &Logs) -> corequic_adapter::LogSink {
     let logs = logs.clone();
     Arc::new(move |record| logs.lock().unwrap_or_else(|e| e.into_inner()).push(record))
 }
@@ -530,18 +774,18 @@ pub fn log_lines(logs: &Logs) -> Vec<LogLine> {
         .collect()
 }
 
-/// A runtime and the plugins loaded into it, in load order.
-pub type LoadedPlugins = (Arc<Runtime>, Vec<Arc<Plugin>>);
-
 impl Args {
-    /// A runtime for a host with `capabilities` and the `--plugin`s loaded
-    /// into it, or `None` when there are none: without plugins an endpoint
-    /// runs its plain stack, with no runtime at all (no engine, no epoch
-    /// ticker), which is what plugin-free baselines measure.
-    pub fn load_plugins(
+    /// The `--plugin`s loaded into a runtime for a host with
+    /// `capabilities`, attached with their log records collected in `logs`:
+    /// what the host's `PluginFactory` holds. `None` when there are none:
+    /// without plugins an endpoint runs its plain stack, with no runtime at
+    /// all (no engine, no epoch ticker), which is what plugin-free
+    /// baselines measure.
+    pub fn attachment(
         &self,
         capabilities: HostCapabilities,
-    ) -> Result<Option<LoadedPlugins>, String> {
+        logs: &Logs,
+    ) -> Result<Option<Attachment>, String> {
         if self.plugins.is_empty() {
             return Ok(None);
         }
@@ -555,7 +799,9 @@ impl Args {
             .map(|p| runtime.load_file(&p.path, &p.grants))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| e.to_string())?;
-        Ok(Some((runtime, plugins)))
+        Ok(Some(
+            Attachment::new(runtime, plugins).log_sink(log_sink(logs)),
+        ))
     }
 }
 
@@ -705,6 +951,47 @@ mod tests {
         );
         assert!(args("--role client --addr 127.0.0.1:1 --test x --control zz").is_err());
         assert!(args("--role client --addr 127.0.0.1:1 --test x --bogus").is_err());
+    }
+
+    #[test]
+    fn payload_checks_name_the_first_wrong_byte() {
+        let offset = 1000;
+        let mut bytes = payload(offset, PAYLOAD_CHUNK).to_vec();
+        bytes.extend_from_slice(payload(offset + PAYLOAD_CHUNK as u64, 10));
+        assert_eq!(check_payload(offset, &bytes), Ok(()));
+        let wrong = PAYLOAD_CHUNK + 3;
+        bytes[wrong] ^= 1;
+        assert_eq!(
+            check_payload(offset, &bytes),
+            Err(format!("byte {} differs", offset + wrong as u64))
+        );
+    }
+
+    #[test]
+    fn controls_run_in_order_after_the_handshake() {
+        let control = |at, id| ControlArg {
+            at: Duration::from_millis(at),
+            id,
+            args: Vec::new(),
+        };
+        let mut schedule = ControlSchedule::new(&[control(20, 1), control(0, 2), control(20, 3)]);
+        let start = std::time::Instant::now();
+        let mut calls = Vec::new();
+        let mut call = |id: u64, _: &[PluginVal]| -> Option<Result<Vec<PluginVal>, RoutineError>> {
+            calls.push(id);
+            Some(Ok(Vec::new()))
+        };
+        assert!(!schedule.run_due(start, &mut call), "before the handshake");
+        assert_eq!(schedule.deadline(), None);
+        schedule.establish(start);
+        schedule.establish(start + Duration::from_secs(1));
+        assert!(schedule.run_due(start, &mut call));
+        assert_eq!(schedule.deadline(), Some(start + Duration::from_millis(20)));
+        assert!(schedule.run_due(start + Duration::from_millis(20), &mut call));
+        assert!(schedule.is_done());
+        assert_eq!(calls, [2, 1, 3]);
+        assert_eq!(schedule.results.len(), 3);
+        assert_eq!(earliest(None, Some(start)), Some(start));
     }
 
     #[test]

@@ -11,10 +11,11 @@
 //! ```no_run
 //! # use std::{rc::Rc, sync::Arc};
 //! # use corequic_runtime::{Grants, Runtime, RuntimeConfig};
+//! # use corequic_neqo::Attachment;
 //! # fn f() -> Result<neqo_transport::ConnectionParameters, Box<dyn std::error::Error>> {
 //! let runtime = Arc::new(Runtime::new(RuntimeConfig::default(), corequic_neqo::capabilities())?);
 //! let padding = runtime.load_file("padding.wasm".as_ref(), &Grants::all())?;
-//! let factory = corequic_neqo::PluginFactory::new(runtime, vec![padding]);
+//! let factory = corequic_neqo::PluginFactory(Attachment::new(runtime, vec![padding]));
 //! // Both roles: neqo's `Server` clones these parameters for each connection.
 //! let params = neqo_transport::ConnectionParameters::default()
 //!     .extension_factory(Some(Rc::new(factory)));
@@ -26,20 +27,20 @@
 
 #![warn(missing_docs)]
 
+pub use corequic_adapter::{AdapterExtension, Attachment, ConnectionReport, FrameCounts, LogSink};
 use corequic_adapter::{
-    Attachment, ConnectionInfo, ConnectionPlugins, FrameRefused, StackConnection,
+    ConnectionInfo, ConnectionPlugins, Epoch, FrameRefused, MAX_USIZE_CONGESTION_WINDOW,
+    StackConnection, answered_by_core, optional_u64, ssthresh_usize,
 };
-pub use corequic_adapter::{ConnectionReport, FrameCounts, LogSink};
 use corequic_runtime::abi::{self, FieldId, FieldRef, PluginVal};
-use corequic_runtime::{HostCapabilities, Plugin, PluginStats, RoutineError, Runtime};
+use corequic_runtime::{HostCapabilities, RoutineError};
 use neqo_common::Role;
 use neqo_transport::{
     Extension, ExtensionContext, ExtensionFactory, ExtensionFrame, ObservedFrame, SendContext,
     SendPosition,
 };
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// The adapter's name in its log records.
 const ADAPTER: &str = "corequic-neqo";
@@ -58,25 +59,9 @@ pub fn capabilities() -> HostCapabilities {
     corequic_adapter::capabilities(vec![NEQO_MIN_ACK_DELAY])
 }
 
-/// The largest congestion window a plugin may write, 2^48 bytes: far above
-/// any real window, with room left for neqo's arithmetic on it.
-pub const MAX_CONGESTION_WINDOW: usize = 1 << 48;
-
 /// Creates the plugins of each new connection (set it with
 /// `ConnectionParameters::extension_factory`).
-pub struct PluginFactory(Attachment);
-
-impl PluginFactory {
-    /// A factory attaching `plugins` (in this order) to every connection.
-    pub fn new(runtime: Arc<Runtime>, plugins: Vec<Arc<Plugin>>) -> Self {
-        PluginFactory(Attachment::new(runtime, plugins))
-    }
-
-    /// Where log records go (by default they are dropped).
-    pub fn log_sink(self, sink: LogSink) -> Self {
-        PluginFactory(self.0.log_sink(sink))
-    }
-}
+pub struct PluginFactory(pub Attachment);
 
 impl ExtensionFactory for PluginFactory {
     fn new_extension(
@@ -93,8 +78,7 @@ impl ExtensionFactory for PluginFactory {
         };
         Some(Box::new(NeqoPlugins {
             plugins: self.0.attach(ADAPTER, info)?,
-            epoch: now,
-            addresses: (local, peer),
+            epoch: Epoch::new(now),
         }))
     }
 }
@@ -102,30 +86,23 @@ impl ExtensionFactory for PluginFactory {
 /// The plugins of one neqo connection: neqo's extension.
 pub struct NeqoPlugins {
     plugins: ConnectionPlugins,
-    /// The ABI epoch: when the extension was created.
-    epoch: Instant,
-    /// The addresses the connection was created with, for a connection
-    /// that has no primary path.
-    addresses: (SocketAddr, SocketAddr),
+    epoch: Epoch,
 }
 
 /// neqo's connection during one hook.
 struct Neqo<'a, 'b> {
     cx: &'a mut ExtensionContext<'b>,
-    epoch: Instant,
-    addresses: (SocketAddr, SocketAddr),
+    epoch: Epoch,
 }
 
 impl StackConnection for Neqo<'_, '_> {
     fn now(&self) -> u64 {
-        corequic_adapter::duration_ns(&self.cx.now().saturating_duration_since(self.epoch))
+        self.epoch.ns(self.cx.now())
     }
 
     fn get_field(&mut self, field: FieldRef) -> Result<PluginVal, abi::Error> {
         let info = self.cx.info();
-        let (local, peer) = info.addresses.unwrap_or(self.addresses);
         let space = corequic_adapter::space_index(field.space);
-        let optional = |v: Option<u64>| v.map_or(PluginVal::None, PluginVal::U64);
         Ok(match field.id {
             FieldId::Version => PluginVal::U32(info.version),
             FieldId::IsEstablished => PluginVal::Bool(info.is_established),
@@ -136,8 +113,9 @@ impl StackConnection for Neqo<'_, '_> {
             FieldId::MaxSendUdpPayload | FieldId::MaxDatagramSize => {
                 PluginVal::U64(info.max_datagram_size as u64)
             }
-            FieldId::LocalAddress => PluginVal::from(local),
-            FieldId::PeerAddress => PluginVal::from(peer),
+            FieldId::LocalAddress | FieldId::PeerAddress => {
+                corequic_adapter::path_address(field.id, info.addresses)?
+            }
             FieldId::IdleTimeout => PluginVal::from(info.idle_timeout),
             // A space whose keys are gone (or not yet there) sends nothing.
             FieldId::NextPacketNumber => PluginVal::U64(
@@ -145,8 +123,8 @@ impl StackConnection for Neqo<'_, '_> {
                     .or(info.largest_acked[space].map(|pn| pn + 1))
                     .unwrap_or(0),
             ),
-            FieldId::LargestAcked => optional(info.largest_acked[space]),
-            FieldId::LargestReceived => optional(info.largest_received[space]),
+            FieldId::LargestAcked => optional_u64(info.largest_acked[space]),
+            FieldId::LargestReceived => optional_u64(info.largest_received[space]),
             FieldId::LatestRtt => PluginVal::from(info.latest_rtt),
             FieldId::PtoCount => PluginVal::U32(info.pto_count),
             FieldId::SmoothedRtt => PluginVal::from(info.smoothed_rtt),
@@ -155,23 +133,21 @@ impl StackConnection for Neqo<'_, '_> {
             FieldId::MaxAckDelay => PluginVal::from(info.peer_max_ack_delay),
             FieldId::BytesInFlight => PluginVal::U64(info.bytes_in_flight as u64),
             FieldId::CongestionWindow => PluginVal::U64(info.cwnd as u64),
-            FieldId::Ssthresh => optional(info.ssthresh.map(|s| s as u64)),
-            FieldId::IsServer | FieldId::SendingHalted => {
-                return Err(abi::Error::Failed("answered by the adapter core".into()));
-            }
+            FieldId::Ssthresh => optional_u64(info.ssthresh.map(|s| s as u64)),
+            id @ (FieldId::IsServer | FieldId::SendingHalted) => return Err(answered_by_core(id)),
         })
     }
 
     fn set_congestion_window(&mut self, bytes: u64) -> Result<bool, abi::Error> {
         // neqo adds to and multiplies the window in usize; a larger value
         // is refused, never clamped (CQ-FIELD-8).
-        let window = corequic_adapter::congestion_window(bytes, MAX_CONGESTION_WINDOW, "neqo")?;
+        let window =
+            corequic_adapter::congestion_window(bytes, MAX_USIZE_CONGESTION_WINDOW, "neqo")?;
         Ok(self.cx.set_cwnd(window))
     }
 
     fn set_ssthresh(&mut self, bytes: Option<u64>) -> Result<bool, abi::Error> {
-        let bytes = bytes.map(|s| usize::try_from(s).unwrap_or(usize::MAX));
-        Ok(self.cx.set_ssthresh(bytes))
+        Ok(self.cx.set_ssthresh(ssthresh_usize(bytes)))
     }
 
     fn set_flow_limit(&mut self, field: FieldId, max: u64) -> Result<bool, abi::Error> {
@@ -192,46 +168,47 @@ impl StackConnection for Neqo<'_, '_> {
     }
 }
 
-impl NeqoPlugins {
-    fn stack<'a, 'b>(&self, cx: &'a mut ExtensionContext<'b>) -> Neqo<'a, 'b> {
-        Neqo {
+impl AdapterExtension for NeqoPlugins {
+    type Context<'c> = ExtensionContext<'c>;
+    type Error = neqo_transport::Error;
+    type Time = Instant;
+
+    fn plugins(&self) -> &ConnectionPlugins {
+        &self.plugins
+    }
+
+    fn plugins_mut(&mut self) -> &mut ConnectionPlugins {
+        &mut self.plugins
+    }
+
+    fn with_connection<R>(
+        &mut self,
+        cx: &mut ExtensionContext<'_>,
+        f: impl FnOnce(&mut ConnectionPlugins, &mut dyn StackConnection) -> R,
+    ) -> R {
+        let mut stack = Neqo {
             cx,
             epoch: self.epoch,
-            addresses: self.addresses,
+        };
+        f(&mut self.plugins, &mut stack)
+    }
+
+    fn parameter_refused(_reason: String) -> neqo_transport::Error {
+        neqo_transport::Error::TransportParameterError
+    }
+
+    /// neqo's errors carry no reason: the detail is in the log.
+    fn frame_refused(refused: FrameRefused) -> neqo_transport::Error {
+        match refused {
+            FrameRefused::Violation(_) => neqo_transport::Error::ProtocolViolation,
+            FrameRefused::Unknown | FrameRefused::Encoding(_) => {
+                neqo_transport::Error::FrameEncodingError
+            }
         }
     }
 
-    /// The plugins of a connection, from its extension (`None` when the
-    /// extension is not this adapter's).
-    pub fn from_extension(ext: &mut dyn Extension) -> Option<&mut NeqoPlugins> {
-        ext.as_any_mut().downcast_mut::<NeqoPlugins>()
-    }
-
-    /// Call plugin-control `id` (the application side of the ABI).
-    pub fn plugin_control(
-        &mut self,
-        cx: &mut ExtensionContext<'_>,
-        id: u64,
-        args: &[PluginVal],
-    ) -> Result<Vec<PluginVal>, RoutineError> {
-        let mut stack = self.stack(cx);
-        self.plugins.plugin_control(&mut stack, id, args)
-    }
-
-    /// Per-plugin counters of this connection.
-    pub fn stats(&self) -> Vec<PluginStats> {
-        self.plugins.stats()
-    }
-
-    /// Plugin frames of `frame_type` written, acknowledged and lost.
-    pub fn frame_counts(&self, frame_type: u64) -> FrameCounts {
-        self.plugins.frame_counts(frame_type)
-    }
-
-    /// The close this connection's plugins caused, if they did, with its
-    /// reason: neqo keeps only the code of a local application close.
-    pub fn local_close(&self) -> Option<(u64, String)> {
-        self.plugins.local_close()
+    fn stack_time(&self, ns: u64) -> Option<Instant> {
+        self.epoch.instant(ns)
     }
 }
 
@@ -243,42 +220,6 @@ impl Extension for NeqoPlugins {
         ExtensionFrame,
         ObservedFrame
     );
-
-    fn decode_transport_parameter(
-        &mut self,
-        cx: &mut ExtensionContext<'_>,
-        id: u64,
-        value: &[u8],
-    ) -> neqo_transport::Res<()> {
-        let mut stack = self.stack(cx);
-        self.plugins
-            .decode_transport_parameter(&mut stack, id, value)
-            .map_err(|_| neqo_transport::Error::TransportParameterError)
-    }
-
-    fn process_frame(
-        &mut self,
-        cx: &mut ExtensionContext<'_>,
-        frame_type: u64,
-        payload: &[u8],
-        packet_number: u64,
-    ) -> neqo_transport::Res<usize> {
-        let mut stack = self.stack(cx);
-        // neqo's errors carry no reason: the detail is in the log.
-        self.plugins
-            .process_frame(&mut stack, frame_type, payload, packet_number)
-            .map_err(|refused| match refused {
-                FrameRefused::Violation(_) => neqo_transport::Error::ProtocolViolation,
-                FrameRefused::Unknown | FrameRefused::Encoding(_) => {
-                    neqo_transport::Error::FrameEncodingError
-                }
-            })
-    }
-
-    fn next_timeout(&self) -> Option<Instant> {
-        let ns = self.plugins.next_timeout()?;
-        Some(self.epoch + Duration::from_nanos(ns))
-    }
 }
 
 /// Run `f` with a neqo connection's plugins. `None` when the connection
@@ -289,7 +230,7 @@ pub fn with_plugins<R>(
     f: impl FnOnce(&mut NeqoPlugins, &mut ExtensionContext<'_>) -> R,
 ) -> Option<R> {
     conn.with_extension(now, |ext, cx| {
-        NeqoPlugins::from_extension(ext).map(|p| f(p, cx))
+        NeqoPlugins::from_any(ext.as_any_mut()).map(|p| f(p, cx))
     })
     .flatten()
 }

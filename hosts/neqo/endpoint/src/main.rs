@@ -9,10 +9,11 @@
 //! plugins' timers), a `--control` call, or the next datagram.
 
 use corequic_endpoint::{
-    ALPN_NAME, Args, ControlArg, ControlResult, FLOW_CONTROL_WINDOW, Logs, PAYLOAD_CHUNK, Role,
-    Stats, announce_listening, bind_udp, log_lines, log_sink, parse_request, payload, payload_byte,
+    ALPN_NAME, Args, ClientTally, ControlSchedule, FLOW_CONTROL_WINDOW, Logs, PAYLOAD_CHUNK, Role,
+    ServerTally, announce_listening, bind_tokio_udp, check_payload, describe_plugins_close,
+    earliest, parse_request, payload,
 };
-use corequic_neqo::{PluginFactory, plugin_control, with_plugins};
+use corequic_neqo::{AdapterExtension, PluginFactory, plugin_control, with_plugins};
 use corequic_runtime::PluginStats;
 use neqo_common::{Datagram, IpTos, event::Provider as _};
 use neqo_crypto::{AllowZeroRtt, AntiReplay, AuthenticationStatus};
@@ -84,18 +85,11 @@ fn parameters(args: &Args, logs: &Logs) -> Result<ConnectionParameters, String> 
         .max_stream_data(StreamType::BiDi, true, FLOW_CONTROL_WINDOW)
         .idle_timeout(Duration::from_secs(30))
         .max_send_udp_payload(MAX_SEND_UDP_PAYLOAD);
-    if let Some((runtime, plugins)) = args.load_plugins(corequic_neqo::capabilities())? {
-        let factory = PluginFactory::new(runtime, plugins).log_sink(log_sink(logs));
+    if let Some(attachment) = args.attachment(corequic_neqo::capabilities(), logs)? {
+        let factory = PluginFactory(attachment);
         params = params.extension_factory(Some(Rc::new(factory)));
     }
     Ok(params)
-}
-
-/// A tokio UDP socket with the endpoint contract's buffer sizes.
-fn tokio_socket(addr: SocketAddr) -> Result<UdpSocket, String> {
-    let socket = bind_udp(addr).map_err(|e| format!("bind {addr}: {e}"))?;
-    socket.set_nonblocking(true).map_err(|e| e.to_string())?;
-    UdpSocket::from_std(socket).map_err(|e| e.to_string())
 }
 
 async fn run(args: Args) -> Result<bool, String> {
@@ -157,66 +151,22 @@ async fn wait(
     )))
 }
 
-fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
+/// Make the `--control` calls of `conn` that are due; true when one was
+/// made. The handshake counts as complete once confirmed: a client's close
+/// before that also goes out in a Handshake packet, where it loses its
+/// code.
+fn run_controls(controls: &mut ControlSchedule, conn: &mut Connection, now: Instant) -> bool {
+    if *conn.state() == State::Confirmed {
+        controls.establish(now);
     }
-}
-
-/// The scheduled `--control` calls of one connection, made `at` after its
-/// handshake completed.
-struct Controls {
-    pending: Vec<ControlArg>,
-    established: Option<Instant>,
-    results: Vec<ControlResult>,
-}
-
-impl Controls {
-    fn new(controls: &[ControlArg]) -> Self {
-        let mut pending = controls.to_vec();
-        // Latest first, so the next one is popped from the end; calls due
-        // at the same time keep their command-line order.
-        pending.sort_by_key(|c| c.at);
-        pending.reverse();
-        Controls {
-            pending,
-            established: None,
-            results: Vec::new(),
-        }
-    }
-
-    /// Make the calls that are due; true when one was made. The handshake
-    /// counts as complete once confirmed: a client's close before that
-    /// also goes out in a Handshake packet, where it loses its code.
-    fn run(&mut self, conn: &mut Connection, now: Instant) -> bool {
-        if self.established.is_none() && *conn.state() == State::Confirmed {
-            self.established = Some(now);
-        }
-        let Some(start) = self.established else {
-            return false;
-        };
-        let mut called = false;
-        while self.pending.last().is_some_and(|c| start + c.at <= now) {
-            let Some(c) = self.pending.pop() else { break };
-            let returned = plugin_control(conn, now, c.id, &c.args);
-            self.results.push(ControlResult::of(&c, returned));
-            called = true;
-        }
-        called
-    }
-
-    fn deadline(&self) -> Option<Instant> {
-        self.established
-            .and_then(|s| self.pending.last().map(|c| s + c.at))
-    }
+    controls.run_due(now, |id, args| plugin_control(conn, now, id, args))
 }
 
 /// Why a connection closed, if not with application code 0: its plugins'
 /// own close (a faulting plugin), or neqo's reason.
 fn close_reason(conn: &mut Connection, now: Instant) -> Option<String> {
     if let Some((code, reason)) = with_plugins(conn, now, |p, _| p.local_close()).flatten() {
-        return Some(format!("local application close {code:#x}: {reason}"));
+        return Some(describe_plugins_close(code, &reason));
     }
     use neqo_transport::Error;
     let error = match conn.state() {
@@ -287,7 +237,7 @@ fn extra(conn: &Connection) -> Vec<(String, String)> {
 /// The server side of one connection: its requests and what it owes them.
 struct Served {
     conn: ConnectionRef,
-    controls: Controls,
+    controls: ControlSchedule,
     /// Per request stream: the request line so far, then the bytes left.
     streams: HashMap<StreamId, Response>,
     served: u64,
@@ -303,7 +253,7 @@ impl Served {
     /// Handle the connection's events; true when anything was done.
     fn progress(&mut self, now: Instant) -> bool {
         let mut conn = self.conn.borrow_mut();
-        let mut acted = self.controls.run(&mut conn, now);
+        let mut acted = run_controls(&mut self.controls, &mut conn, now);
         while let Some(event) = conn.next_event() {
             acted = true;
             match event {
@@ -388,14 +338,13 @@ async fn server(args: &Args, logs: &Logs) -> Result<bool, String> {
         params,
     )
     .map_err(|e| format!("server: {e:?}"))?;
-    let socket = tokio_socket(args.addr)?;
+    let socket = bind_tokio_udp(args.addr)?;
     let local = socket.local_addr().map_err(|e| e.to_string())?;
     announce_listening(local);
 
     let mut buf = vec![0u8; MAX_DATAGRAM];
     let mut connections: Vec<Served> = Vec::new();
-    let (mut served, mut handled) = (0u64, 0u64);
-    let (mut plugins, mut controls, mut close) = (Vec::new(), Vec::new(), None);
+    let mut tally = ServerTally::default();
     let mut input = None;
     loop {
         let now = Instant::now();
@@ -410,7 +359,7 @@ async fn server(args: &Args, logs: &Logs) -> Result<bool, String> {
             if !connections.iter().any(|s| s.conn == c) {
                 connections.push(Served {
                     conn: c,
-                    controls: Controls::new(&args.controls),
+                    controls: ControlSchedule::new(&args.controls),
                     streams: HashMap::new(),
                     served: 0,
                     done: false,
@@ -427,25 +376,25 @@ async fn server(args: &Args, logs: &Logs) -> Result<bool, String> {
             if connections[i].done {
                 let mut s = connections.remove(i);
                 let mut conn = s.conn.borrow_mut();
-                handled += 1;
-                served += s.served;
+                tally.handled += 1;
+                tally.served += s.served;
                 if let Some(reason) = close_reason(&mut conn, now) {
-                    close = Some(reason);
+                    tally.close = Some(reason);
                 }
-                plugins.extend(plugin_stats(&mut conn, now));
-                controls.append(&mut s.controls.results);
+                tally.plugins.extend(plugin_stats(&mut conn, now));
+                tally.controls.append(&mut s.controls.results);
             } else {
                 i += 1;
             }
         }
-        if args.connections != 0 && handled >= args.connections {
+        if !tally.wants_more(args) {
             break;
         }
         if acted {
             continue;
         }
         if started.elapsed() >= args.timeout {
-            close = Some(format!("timed out after {:?}", args.timeout));
+            tally.close = Some(format!("timed out after {:?}", args.timeout));
             break;
         }
         let deadline = connections
@@ -459,21 +408,12 @@ async fn server(args: &Args, logs: &Logs) -> Result<bool, String> {
     }
     for s in &mut connections {
         let mut conn = s.conn.borrow_mut();
-        plugins.extend(plugin_stats(&mut conn, Instant::now()));
-        controls.append(&mut s.controls.results);
+        tally
+            .plugins
+            .extend(plugin_stats(&mut conn, Instant::now()));
+        tally.controls.append(&mut s.controls.results);
     }
-    let stats = Stats {
-        ok: true,
-        bytes: served,
-        duration_ms: started.elapsed().as_secs_f64() * 1e3,
-        close,
-        plugins,
-        controls,
-        logs: log_lines(logs),
-        ..Stats::of("neqo", args)
-    };
-    stats.write(args.stats.as_ref())?;
-    Ok(stats.ok)
+    tally.finish("neqo", args, started, logs)
 }
 
 /// The client: one download, checked byte by byte.
@@ -532,12 +472,9 @@ impl Download {
         loop {
             match conn.stream_recv(stream_id, &mut buf) {
                 Ok((n, fin)) => {
-                    for (i, b) in buf[..n].iter().enumerate() {
-                        let at = self.received + i as u64;
-                        if *b != payload_byte(at) {
-                            self.result = Some(Err(format!("byte {at} is wrong")));
-                            return;
-                        }
+                    if let Err(e) = check_payload(self.received, &buf[..n]) {
+                        self.result = Some(Err(e));
+                        return;
                     }
                     self.received += n as u64;
                     if fin {
@@ -564,14 +501,7 @@ impl Download {
 
 async fn client(args: &Args, logs: &Logs) -> Result<bool, String> {
     let params = parameters(args, logs)?;
-    let bind: SocketAddr = if args.addr.is_ipv4() {
-        "0.0.0.0:0"
-    } else {
-        "[::]:0"
-    }
-    .parse()
-    .map_err(|_| "bind address")?;
-    let socket = tokio_socket(bind)?;
+    let socket = bind_tokio_udp(args.client_bind_addr())?;
     let mut local = socket.local_addr().map_err(|e| e.to_string())?;
     // neqo wants the address datagrams come in on: the wildcard is not one.
     if local.ip().is_unspecified() {
@@ -600,7 +530,7 @@ async fn client(args: &Args, logs: &Logs) -> Result<bool, String> {
         duration: None,
         result: None,
     };
-    let mut controls = Controls::new(&args.controls);
+    let mut controls = ControlSchedule::new(&args.controls);
     let mut handshake = None;
     let mut closing = false;
     let mut timed_out = false;
@@ -616,11 +546,11 @@ async fn client(args: &Args, logs: &Logs) -> Result<bool, String> {
         if handshake.is_none() && conn.state().connected() {
             handshake = Some(now - started);
         }
-        acted |= controls.run(&mut conn, now);
+        acted |= run_controls(&mut controls, &mut conn, now);
         // Every control has run and the download ended: close with 0 (1
         // when it failed).
         if let Some(result) = &download.result
-            && controls.pending.is_empty()
+            && controls.is_done()
             && !closing
         {
             closing = true;
@@ -644,23 +574,11 @@ async fn client(args: &Args, logs: &Logs) -> Result<bool, String> {
         }
     }
 
-    let (ok, bytes) = match &download.result {
-        Some(Ok(n)) => (true, *n),
-        Some(Err(e)) => {
-            eprintln!("neqo-endpoint: download failed: {e}");
-            (false, 0)
-        }
-        None => {
-            eprintln!("neqo-endpoint: the connection closed before the download ended");
-            (false, 0)
-        }
-    };
     let now = Instant::now();
-    let stats = Stats {
-        ok,
-        bytes,
-        duration_ms: download.duration.unwrap_or_default().as_secs_f64() * 1e3,
-        handshake_ms: handshake.map(|d| d.as_secs_f64() * 1e3),
+    let tally = ClientTally {
+        download: download.result,
+        duration: download.duration.unwrap_or_default(),
+        handshake,
         close: if timed_out {
             Some(format!("timed out after {:?}", args.timeout))
         } else {
@@ -668,10 +586,7 @@ async fn client(args: &Args, logs: &Logs) -> Result<bool, String> {
         },
         plugins: plugin_stats(&mut conn, now),
         controls: controls.results,
-        logs: log_lines(logs),
         extra: extra(&conn),
-        ..Stats::of("neqo", args)
     };
-    stats.write(args.stats.as_ref())?;
-    Ok(ok)
+    tally.finish("neqo-endpoint", "neqo", args, logs)
 }

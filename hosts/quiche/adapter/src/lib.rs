@@ -11,10 +11,11 @@
 //! ```no_run
 //! # use std::sync::Arc;
 //! # use corequic_runtime::{Grants, Runtime, RuntimeConfig};
+//! # use corequic_quiche::Attachment;
 //! # fn f(config: &mut quiche::Config) -> Result<(), Box<dyn std::error::Error>> {
 //! let runtime = Arc::new(Runtime::new(RuntimeConfig::default(), corequic_quiche::capabilities())?);
 //! let padding = runtime.load_file("padding.wasm".as_ref(), &Grants::all())?;
-//! let factory = corequic_quiche::PluginFactory::new(runtime, vec![padding]);
+//! let factory = corequic_quiche::PluginFactory(Attachment::new(runtime, vec![padding]));
 //! // Before `quiche::connect`/`accept`: a client encodes its transport
 //! // parameters inside `connect`.
 //! config.set_extension_factory(Some(Arc::new(factory)));
@@ -26,19 +27,19 @@
 
 #![warn(missing_docs)]
 
+pub use corequic_adapter::{AdapterExtension, Attachment, ConnectionReport, FrameCounts, LogSink};
 use corequic_adapter::{
-    Attachment, ConnectionInfo, ConnectionPlugins, FrameRefused, StackConnection,
+    ConnectionInfo, ConnectionPlugins, Epoch, FrameRefused, MAX_USIZE_CONGESTION_WINDOW,
+    StackConnection, answered_by_core, optional_u64, ssthresh_usize,
 };
-pub use corequic_adapter::{ConnectionReport, FrameCounts, LogSink};
 use corequic_runtime::abi::{self, FieldId, FieldRef, PluginVal};
-use corequic_runtime::{HostCapabilities, Plugin, PluginStats, RoutineError, Runtime};
+use corequic_runtime::{HostCapabilities, RoutineError};
 use quiche::{
     Extension, ExtensionContext, ExtensionFactory, ExtensionFrame, ObservedFrame, SendContext,
     SendPosition,
 };
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// The adapter's name in its log records.
 const ADAPTER: &str = "corequic-quiche";
@@ -53,25 +54,9 @@ pub fn capabilities() -> HostCapabilities {
     corequic_adapter::capabilities(Vec::new())
 }
 
-/// The largest congestion window a plugin may write, 2^48 bytes: far above
-/// any real window, with room left for quiche's arithmetic on it.
-pub const MAX_CONGESTION_WINDOW: usize = 1 << 48;
-
 /// Creates the plugins of each new connection (set it with
 /// `quiche::Config::set_extension_factory` before `connect`/`accept`).
-pub struct PluginFactory(Attachment);
-
-impl PluginFactory {
-    /// A factory attaching `plugins` (in this order) to every connection.
-    pub fn new(runtime: Arc<Runtime>, plugins: Vec<Arc<Plugin>>) -> Self {
-        PluginFactory(Attachment::new(runtime, plugins))
-    }
-
-    /// Where log records go (by default they are dropped).
-    pub fn log_sink(self, sink: LogSink) -> Self {
-        PluginFactory(self.0.log_sink(sink))
-    }
-}
+pub struct PluginFactory(pub Attachment);
 
 impl ExtensionFactory for PluginFactory {
     fn new_extension(
@@ -88,8 +73,7 @@ impl ExtensionFactory for PluginFactory {
         };
         Some(Box::new(QuichePlugins {
             plugins: self.0.attach(ADAPTER, info)?,
-            epoch: now,
-            addresses: (local, peer),
+            epoch: Epoch::new(now),
         }))
     }
 }
@@ -97,28 +81,22 @@ impl ExtensionFactory for PluginFactory {
 /// The plugins of one quiche connection: quiche's extension.
 pub struct QuichePlugins {
     plugins: ConnectionPlugins,
-    /// The ABI epoch: when the extension was created.
-    epoch: Instant,
-    /// The addresses the connection was created with, for a connection
-    /// that has no active path.
-    addresses: (SocketAddr, SocketAddr),
+    epoch: Epoch,
 }
 
 /// quiche's connection during one hook.
 struct Quiche<'a, 'b> {
     cx: &'a mut ExtensionContext<'b>,
-    epoch: Instant,
-    addresses: (SocketAddr, SocketAddr),
+    epoch: Epoch,
 }
 
 impl StackConnection for Quiche<'_, '_> {
     fn now(&self) -> u64 {
-        corequic_adapter::duration_ns(&self.cx.now().saturating_duration_since(self.epoch))
+        self.epoch.ns(self.cx.now())
     }
 
     fn get_field(&mut self, field: FieldRef) -> Result<PluginVal, abi::Error> {
         let info = self.cx.info();
-        let (local, peer) = info.addresses.unwrap_or(self.addresses);
         let space = corequic_adapter::space_index(field.space);
         Ok(match field.id {
             FieldId::Version => PluginVal::U32(info.version),
@@ -130,16 +108,13 @@ impl StackConnection for Quiche<'_, '_> {
             FieldId::MaxSendUdpPayload | FieldId::MaxDatagramSize => {
                 PluginVal::U64(info.max_datagram_size as u64)
             }
-            FieldId::LocalAddress => PluginVal::from(local),
-            FieldId::PeerAddress => PluginVal::from(peer),
+            FieldId::LocalAddress | FieldId::PeerAddress => {
+                corequic_adapter::path_address(field.id, info.addresses)?
+            }
             FieldId::IdleTimeout => PluginVal::from(info.idle_timeout.unwrap_or_default()),
             FieldId::NextPacketNumber => PluginVal::U64(info.next_packet_number),
-            FieldId::LargestAcked => {
-                info.largest_acked[space].map_or(PluginVal::None, PluginVal::U64)
-            }
-            FieldId::LargestReceived => {
-                info.largest_received[space].map_or(PluginVal::None, PluginVal::U64)
-            }
+            FieldId::LargestAcked => optional_u64(info.largest_acked[space]),
+            FieldId::LargestReceived => optional_u64(info.largest_received[space]),
             FieldId::LatestRtt => PluginVal::from(info.latest_rtt),
             FieldId::PtoCount => PluginVal::U32(info.pto_count),
             FieldId::SmoothedRtt => PluginVal::from(info.smoothed_rtt),
@@ -152,9 +127,7 @@ impl StackConnection for Quiche<'_, '_> {
                 Some(s) if s != usize::MAX => PluginVal::U64(s as u64),
                 _ => PluginVal::None,
             },
-            FieldId::IsServer | FieldId::SendingHalted => {
-                return Err(abi::Error::Failed("answered by the adapter core".into()));
-            }
+            id @ (FieldId::IsServer | FieldId::SendingHalted) => return Err(answered_by_core(id)),
         })
     }
 
@@ -163,13 +136,13 @@ impl StackConnection for Quiche<'_, '_> {
         // usize::MAX overflows (a chaos seed aborted the process in
         // cwnd_available). A larger value is refused, never clamped
         // (CQ-FIELD-8).
-        let window = corequic_adapter::congestion_window(bytes, MAX_CONGESTION_WINDOW, "quiche")?;
+        let window =
+            corequic_adapter::congestion_window(bytes, MAX_USIZE_CONGESTION_WINDOW, "quiche")?;
         Ok(self.cx.set_cwnd(window))
     }
 
     fn set_ssthresh(&mut self, bytes: Option<u64>) -> Result<bool, abi::Error> {
-        let bytes = bytes.map(|s| usize::try_from(s).unwrap_or(usize::MAX));
-        Ok(self.cx.set_ssthresh(bytes))
+        Ok(self.cx.set_ssthresh(ssthresh_usize(bytes)))
     }
 
     fn set_flow_limit(&mut self, field: FieldId, max: u64) -> Result<bool, abi::Error> {
@@ -191,40 +164,42 @@ impl StackConnection for Quiche<'_, '_> {
     }
 }
 
-impl QuichePlugins {
-    fn stack<'a, 'b>(&self, cx: &'a mut ExtensionContext<'b>) -> Quiche<'a, 'b> {
-        Quiche {
-            cx,
-            epoch: self.epoch,
-            addresses: self.addresses,
-        }
+impl AdapterExtension for QuichePlugins {
+    type Context<'c> = ExtensionContext<'c>;
+    type Error = quiche::Error;
+    type Time = Instant;
+
+    fn plugins(&self) -> &ConnectionPlugins {
+        &self.plugins
     }
 
-    /// The plugins of a connection, from its extension (`None` when the
-    /// extension is not this adapter's).
-    pub fn from_extension(ext: &mut dyn Extension) -> Option<&mut QuichePlugins> {
-        ext.as_any_mut().downcast_mut::<QuichePlugins>()
+    fn plugins_mut(&mut self) -> &mut ConnectionPlugins {
+        &mut self.plugins
     }
 
-    /// Call plugin-control `id` (the application side of the ABI).
-    pub fn plugin_control(
+    fn with_connection<R>(
         &mut self,
         cx: &mut ExtensionContext<'_>,
-        id: u64,
-        args: &[PluginVal],
-    ) -> Result<Vec<PluginVal>, RoutineError> {
-        let mut stack = self.stack(cx);
-        self.plugins.plugin_control(&mut stack, id, args)
+        f: impl FnOnce(&mut ConnectionPlugins, &mut dyn StackConnection) -> R,
+    ) -> R {
+        let mut stack = Quiche {
+            cx,
+            epoch: self.epoch,
+        };
+        f(&mut self.plugins, &mut stack)
     }
 
-    /// Per-plugin counters of this connection.
-    pub fn stats(&self) -> Vec<PluginStats> {
-        self.plugins.stats()
+    fn parameter_refused(_reason: String) -> quiche::Error {
+        quiche::Error::InvalidTransportParam
     }
 
-    /// Plugin frames of `frame_type` written, acknowledged and lost.
-    pub fn frame_counts(&self, frame_type: u64) -> FrameCounts {
-        self.plugins.frame_counts(frame_type)
+    /// quiche's errors carry no reason: the detail is in the log.
+    fn frame_refused(_refused: FrameRefused) -> quiche::Error {
+        quiche::Error::InvalidFrame
+    }
+
+    fn stack_time(&self, ns: u64) -> Option<Instant> {
+        self.epoch.instant(ns)
     }
 }
 
@@ -236,37 +211,6 @@ impl Extension for QuichePlugins {
         ExtensionFrame,
         ObservedFrame
     );
-
-    fn decode_transport_parameter(
-        &mut self,
-        cx: &mut ExtensionContext<'_>,
-        id: u64,
-        value: &[u8],
-    ) -> quiche::Result<()> {
-        let mut stack = self.stack(cx);
-        self.plugins
-            .decode_transport_parameter(&mut stack, id, value)
-            .map_err(|_| quiche::Error::InvalidTransportParam)
-    }
-
-    fn process_frame(
-        &mut self,
-        cx: &mut ExtensionContext<'_>,
-        frame_type: u64,
-        payload: &[u8],
-        packet_number: u64,
-    ) -> quiche::Result<usize> {
-        let mut stack = self.stack(cx);
-        // quiche's errors carry no reason: the detail is in the log.
-        self.plugins
-            .process_frame(&mut stack, frame_type, payload, packet_number)
-            .map_err(|_: FrameRefused| quiche::Error::InvalidFrame)
-    }
-
-    fn next_timeout(&self) -> Option<Instant> {
-        let ns = self.plugins.next_timeout()?;
-        Some(self.epoch + Duration::from_nanos(ns))
-    }
 }
 
 /// Run `f` with a quiche connection's plugins. `None` when the connection
@@ -275,7 +219,7 @@ pub fn with_plugins<R>(
     conn: &mut quiche::Connection,
     f: impl FnOnce(&mut QuichePlugins, &mut ExtensionContext<'_>) -> R,
 ) -> Option<R> {
-    conn.with_extension(|ext, cx| QuichePlugins::from_extension(ext).map(|p| f(p, cx)))
+    conn.with_extension(|ext, cx| QuichePlugins::from_any(ext.as_any_mut()).map(|p| f(p, cx)))
         .flatten()
 }
 

@@ -6,7 +6,9 @@
 //! what it writes, and sleeps until `Connection::timeout()` (which includes
 //! the plugins' timers), an application deadline, or a command arrives.
 
-use corequic_endpoint::{FLOW_CONTROL_WINDOW, PAYLOAD_CHUNK, parse_request, payload, payload_byte};
+use corequic_endpoint::{
+    FLOW_CONTROL_WINDOW, PAYLOAD_CHUNK, check_payload, parse_request, payload,
+};
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::net::SocketAddr;
@@ -289,12 +291,8 @@ impl App for HqClient {
         }
         let mut buf = vec![0u8; PAYLOAD_CHUNK];
         while let Ok((n, fin)) = conn.stream_recv(0, &mut buf) {
-            if buf[..n] != *payload(self.received, n) {
-                let i = (0..n)
-                    .find(|&i| buf[i] != payload_byte(self.received + i as u64))
-                    .unwrap_or(0);
-                let at = self.received + i as u64;
-                self.finish(conn, Err(format!("byte {at} differs")));
+            if let Err(e) = check_payload(self.received, &buf[..n]) {
+                self.finish(conn, Err(e));
                 return;
             }
             self.received += n as u64;

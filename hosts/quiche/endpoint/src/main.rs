@@ -4,16 +4,15 @@
 //! `interop-runner/ENDPOINT.md`, shared by every host.
 
 use corequic_endpoint::{
-    Args, ControlArg, ControlResult, Logs, Role, Stats, announce_listening, bind_udp, log_lines,
-    log_sink,
+    Args, ClientTally, ControlSchedule, Logs, Role, ServerTally, announce_listening,
+    bind_tokio_udp, earliest,
 };
-use corequic_quiche::{PluginFactory, plugin_control, with_plugins};
+use corequic_quiche::{AdapterExtension, PluginFactory, plugin_control, with_plugins};
 use corequic_quiche_endpoint::driver::{self, App, Command, HqClient, HqServer};
 use corequic_runtime::PluginStats;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
-use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 
 fn main() -> ExitCode {
@@ -27,8 +26,8 @@ fn main() -> ExitCode {
 
 /// Plugins and qlog settings applied to every connection.
 fn configure(args: &Args, config: &mut quiche::Config, logs: &Logs) -> Result<(), String> {
-    if let Some((runtime, plugins)) = args.load_plugins(corequic_quiche::capabilities())? {
-        let factory = PluginFactory::new(runtime, plugins).log_sink(log_sink(logs));
+    if let Some(attachment) = args.attachment(corequic_quiche::capabilities(), logs)? {
+        let factory = PluginFactory(attachment);
         // Before `connect`/`accept`: the client encodes its transport
         // parameters inside `connect`.
         config.set_extension_factory(Some(Arc::new(factory)));
@@ -36,20 +35,11 @@ fn configure(args: &Args, config: &mut quiche::Config, logs: &Logs) -> Result<()
     Ok(())
 }
 
-fn role_name(role: Role) -> &'static str {
-    match role {
-        Role::Client => "client",
-        Role::Server => "server",
-    }
-}
-
 fn set_qlog(args: &Args, conn: &mut quiche::Connection) -> Result<(), String> {
-    let Some(dir) = &args.qlog else {
+    let Some(path) = args.qlog_file()? else {
         return Ok(());
     };
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let role = role_name(args.role);
-    let path = dir.join(format!("{role}.qlog"));
+    let role = args.role.name();
     // A server appends every connection to the same file.
     let file = std::fs::OpenOptions::new()
         .create(true)
@@ -68,23 +58,14 @@ fn set_qlog(args: &Args, conn: &mut quiche::Connection) -> Result<(), String> {
 /// `--control` milliseconds after the handshake completed.
 struct WithControls<A> {
     app: A,
-    pending: Vec<ControlArg>,
-    established: Option<Instant>,
-    results: Vec<ControlResult>,
+    controls: ControlSchedule,
 }
 
 impl<A> WithControls<A> {
-    fn new(app: A, controls: &[ControlArg]) -> Self {
-        let mut pending = controls.to_vec();
-        // Latest first, so the next one is popped from the end; calls due
-        // at the same time keep their command-line order.
-        pending.sort_by_key(|c| c.at);
-        pending.reverse();
+    fn new(app: A, args: &Args) -> Self {
         WithControls {
             app,
-            pending,
-            established: None,
-            results: Vec::new(),
+            controls: ControlSchedule::new(&args.controls),
         }
     }
 }
@@ -97,32 +78,19 @@ impl<A: App> App for WithControls<A> {
         // `is_established()` turns true would leave quiche with handshake
         // data it no longer sends and an application close it sends only in
         // 1-RTT packets, so it would send nothing and strand the peer.
-        let start = self.established;
-        if self.established.is_none() && conn.is_established() {
-            self.established = Some(Instant::now());
+        let ready = self.controls.is_established();
+        if conn.is_established() {
+            self.controls.establish(Instant::now());
         }
-        if let Some(start) = start {
-            while self
-                .pending
-                .last()
-                .is_some_and(|c| start + c.at <= Instant::now())
-            {
-                let Some(c) = self.pending.pop() else { break };
-                let returned = plugin_control(conn, c.id, &c.args);
-                self.results.push(ControlResult::of(&c, returned));
-            }
+        if ready {
+            self.controls
+                .run_due(Instant::now(), |id, args| plugin_control(conn, id, args));
         }
         self.app.progress(conn);
     }
 
     fn deadline(&self) -> Option<Instant> {
-        let next = self
-            .established
-            .and_then(|s| self.pending.last().map(|c| s + c.at));
-        match (next, self.app.deadline()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        earliest(self.controls.deadline(), self.app.deadline())
     }
 }
 
@@ -166,13 +134,6 @@ fn plugin_stats(conn: &mut quiche::Connection) -> Vec<PluginStats> {
     with_plugins(conn, |p, _| p.stats()).unwrap_or_default()
 }
 
-/// A tokio UDP socket with the endpoint contract's buffer sizes.
-fn tokio_socket(addr: std::net::SocketAddr) -> std::io::Result<UdpSocket> {
-    let socket = bind_udp(addr)?;
-    socket.set_nonblocking(true)?;
-    UdpSocket::from_std(socket)
-}
-
 async fn run(args: Args) -> Result<bool, String> {
     let logs: Logs = Arc::default();
     match args.role {
@@ -185,74 +146,56 @@ async fn server(args: &Args, logs: Logs) -> Result<bool, String> {
     let started = Instant::now();
     let mut config = driver::server_config()?;
     configure(args, &mut config, &logs)?;
-    let socket = tokio_socket(args.addr).map_err(|e| format!("bind {}: {e}", args.addr))?;
+    let socket = bind_tokio_udp(args.addr)?;
     let local = socket.local_addr().map_err(|e| e.to_string())?;
     announce_listening(local);
 
-    let (mut served, mut handled) = (0u64, 0u64);
-    let (mut plugins, mut controls, mut close) = (Vec::new(), Vec::new(), None);
-    while args.connections == 0 || handled < args.connections {
+    let mut tally = ServerTally::default();
+    while tally.wants_more(args) {
         let remaining = args.timeout.saturating_sub(started.elapsed());
         let Ok(initial) = tokio::time::timeout(remaining, driver::wait_for_initial(&socket)).await
         else {
-            close = Some(format!("no connection within {:?}", args.timeout));
+            tally.close = Some(format!("no connection within {:?}", args.timeout));
             break;
         };
         let (first, peer, _dcid) = initial?;
-        handled += 1;
+        tally.handled += 1;
         let scid = driver::new_cid();
         let mut conn = match quiche::accept(&scid, None, local, peer, &mut config) {
             Ok(conn) => conn,
             Err(e) => {
-                close = Some(format!("accept: {e}"));
+                tally.close = Some(format!("accept: {e}"));
                 continue;
             }
         };
         set_qlog(args, &mut conn)?;
-        let mut app = WithControls::new(HqServer::default(), &args.controls);
+        let mut app = WithControls::new(HqServer::default(), args);
         let (_tx, mut rx) = mpsc::unbounded_channel::<Command>();
         let run = driver::run(&mut conn, &socket, peer, &mut app, &mut rx, Some(first));
         let remaining = args.timeout.saturating_sub(started.elapsed());
         match tokio::time::timeout(remaining, run).await {
             Ok(r) => r?,
             Err(_) => {
-                close = Some(format!("timed out after {:?}", args.timeout));
-                controls.extend(app.results);
-                plugins.extend(plugin_stats(&mut conn));
+                tally.close = Some(format!("timed out after {:?}", args.timeout));
+                tally.controls.extend(app.controls.results);
+                tally.plugins.extend(plugin_stats(&mut conn));
                 break;
             }
         }
-        served += app.app.served;
+        tally.served += app.app.served;
         if let Some(reason) = close_reason(&conn) {
-            close = Some(reason);
+            tally.close = Some(reason);
         }
-        controls.extend(app.results);
-        plugins.extend(plugin_stats(&mut conn));
+        tally.controls.extend(app.controls.results);
+        tally.plugins.extend(plugin_stats(&mut conn));
     }
-    let stats = Stats {
-        ok: true,
-        bytes: served,
-        duration_ms: started.elapsed().as_secs_f64() * 1e3,
-        close,
-        plugins,
-        controls,
-        logs: log_lines(&logs),
-        ..Stats::of("quiche", args)
-    };
-    stats.write(args.stats.as_ref())?;
-    Ok(stats.ok)
+    tally.finish("quiche", args, started, &logs)
 }
 
 async fn client(args: &Args, logs: Logs) -> Result<bool, String> {
     let mut config = driver::client_config()?;
     configure(args, &mut config, &logs)?;
-    let bind = if args.addr.is_ipv4() {
-        "0.0.0.0:0"
-    } else {
-        "[::]:0"
-    };
-    let bind: std::net::SocketAddr = bind.parse().map_err(|_| "bind address")?;
-    let socket = tokio_socket(bind).map_err(|e| e.to_string())?;
+    let socket = bind_tokio_udp(args.client_bind_addr())?;
     let local = socket.local_addr().map_err(|e| e.to_string())?;
     let started = Instant::now();
     let scid = driver::new_cid();
@@ -261,7 +204,7 @@ async fn client(args: &Args, logs: Logs) -> Result<bool, String> {
     set_qlog(args, &mut conn)?;
 
     let mut app = ClientApp {
-        inner: WithControls::new(HqClient::new(args.size), &args.controls),
+        inner: WithControls::new(HqClient::new(args.size), args),
         handshake: None,
         started,
         closed: false,
@@ -276,36 +219,21 @@ async fn client(args: &Args, logs: Logs) -> Result<bool, String> {
         Err(_) => true,
     };
 
-    let client = &app.inner.app;
-    let (ok, bytes) = match &client.result {
-        Some(Ok(n)) => (true, *n),
-        Some(Err(e)) => {
-            eprintln!("quiche-endpoint: download failed: {e}");
-            (false, 0)
-        }
-        None => {
-            eprintln!("quiche-endpoint: the connection closed before the download ended");
-            (false, 0)
-        }
-    };
-    let stats = Stats {
-        ok,
-        bytes,
-        duration_ms: client.duration.unwrap_or_default().as_secs_f64() * 1e3,
-        handshake_ms: app.handshake.map(|d| d.as_secs_f64() * 1e3),
+    let client = app.inner.app;
+    let tally = ClientTally {
+        download: client.result,
+        duration: client.duration.unwrap_or_default(),
+        handshake: app.handshake,
         close: if timed_out {
             Some(format!("timed out after {:?}", args.timeout))
         } else {
             close_reason(&conn)
         },
         plugins: plugin_stats(&mut conn),
-        controls: app.inner.results.clone(),
-        logs: log_lines(&logs),
+        controls: app.inner.controls.results,
         extra: extra(&conn),
-        ..Stats::of("quiche", args)
     };
-    stats.write(args.stats.as_ref())?;
-    Ok(ok)
+    tally.finish("quiche-endpoint", "quiche", args, &logs)
 }
 
 /// The client: the download plus the scheduled controls; it keeps the
@@ -326,7 +254,7 @@ impl App for ClientApp {
         self.inner.app.keep_open = true;
         self.inner.progress(conn);
         if let Some(result) = &self.inner.app.result
-            && self.inner.pending.is_empty()
+            && self.inner.controls.is_done()
             && !self.closed
         {
             self.closed = true;

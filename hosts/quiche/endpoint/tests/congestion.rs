@@ -21,7 +21,7 @@
 //! called for that packet.
 
 use corequic_endpoint::testing::load_plugins;
-use corequic_quiche::{PluginFactory, with_plugins};
+use corequic_quiche::{AdapterExtension, Attachment, PluginFactory, with_plugins};
 use corequic_quiche_endpoint::driver;
 use corequic_runtime::abi::PluginVal;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -50,7 +50,9 @@ fn config(server: bool, plugins: &[&str]) -> quiche::Config {
         driver::client_config()
     }
     .expect("quiche config");
-    config.set_extension_factory(Some(Arc::new(PluginFactory::new(runtime, plugins))));
+    config.set_extension_factory(Some(Arc::new(PluginFactory(Attachment::new(
+        runtime, plugins,
+    )))));
     config
 }
 

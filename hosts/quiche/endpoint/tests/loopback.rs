@@ -4,7 +4,7 @@
 //! and their closes) is certified by the conformance kit.
 
 use corequic_endpoint::{PAYLOAD_CHUNK, payload};
-use corequic_quiche::PluginFactory;
+use corequic_quiche::{Attachment, PluginFactory};
 use corequic_quiche_endpoint::driver::{self, App, Command, HqServer};
 use corequic_runtime::{Grants, Plugin, Runtime, RuntimeConfig};
 use std::net::{Ipv4Addr, SocketAddr};
@@ -48,7 +48,8 @@ fn config(server: bool, plugins: &[&str]) -> quiche::Config {
     }
     .expect("config");
     if !plugins.is_empty() {
-        let factory = PluginFactory::new(runtime(), plugins.iter().map(|p| plugin(p)).collect());
+        let plugins = plugins.iter().map(|p| plugin(p)).collect();
+        let factory = PluginFactory(Attachment::new(runtime(), plugins));
         config.set_extension_factory(Some(Arc::new(factory)));
     }
     config

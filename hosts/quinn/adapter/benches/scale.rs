@@ -22,7 +22,7 @@
 use bytes::BytesMut;
 use corequic_endpoint::rss_kib;
 use corequic_endpoint::testing::plugin_path;
-use corequic_quinn::QuinnPlugins;
+use corequic_quinn::{AdapterExtension, Attachment, QuinnPlugins};
 use corequic_runtime::{Grants, Runtime, RuntimeConfig};
 use quinn_proto::{
     ClientConfig, Connection, ConnectionHandle, DatagramEvent, Endpoint, EndpointConfig, Event,
@@ -135,7 +135,7 @@ fn transport(connections: Option<usize>) -> TransportConfig {
                     .expect("plugin")
             })
             .collect();
-        let factory = corequic_quinn::PluginFactory::new(runtime, plugins);
+        let factory = corequic_quinn::PluginFactory(Attachment::new(runtime, plugins));
         t.extension_factory(Some(Arc::new(factory)));
     }
     t
@@ -211,7 +211,7 @@ fn measure(n: usize, with_plugins: bool) {
     let mut attached = 0;
     for conn in server.connections.values_mut() {
         let plugins = conn.with_extension(Instant::now(), |ext, _| {
-            QuinnPlugins::from_extension(ext).map(|p| p.stats().len())
+            QuinnPlugins::from_any(ext.as_any_mut()).map(|p| p.stats().len())
         });
         if plugins.flatten() == Some(PLUGINS.len()) {
             attached += 1;

@@ -11,32 +11,33 @@
 //! ```no_run
 //! # use std::sync::Arc;
 //! # use corequic_runtime::{Grants, Runtime, RuntimeConfig};
+//! # use corequic_quinn::Attachment;
 //! # fn f(transport: &mut quinn_proto::TransportConfig) -> Result<(), Box<dyn std::error::Error>> {
 //! let runtime = Arc::new(Runtime::new(RuntimeConfig::default(), corequic_quinn::capabilities())?);
 //! let padding = runtime.load_file("padding.wasm".as_ref(), &Grants::all())?;
-//! let factory = corequic_quinn::PluginFactory::new(runtime, vec![padding]);
+//! let factory = corequic_quinn::PluginFactory(Attachment::new(runtime, vec![padding]));
 //! transport.extension_factory(Some(Arc::new(factory)));
 //! # Ok(()) }
 //! ```
 //!
 //! The application reaches a connection's plugins through
-//! `Connection::with_extension` and [`QuinnPlugins::from_extension`].
+//! `Connection::with_extension` and [`AdapterExtension::from_any`].
 
 #![warn(missing_docs)]
 
+pub use corequic_adapter::{AdapterExtension, Attachment, ConnectionReport, FrameCounts, LogSink};
 use corequic_adapter::{
-    Attachment, ConnectionInfo, ConnectionPlugins, FrameRefused, StackConnection,
+    ConnectionInfo, ConnectionPlugins, Epoch, FrameRefused, StackConnection, answered_by_core,
+    optional_u64,
 };
-pub use corequic_adapter::{ConnectionReport, FrameCounts, LogSink};
+use corequic_runtime::HostCapabilities;
 use corequic_runtime::abi::{self, FieldId, FieldRef, PluginVal, PnSpace};
-use corequic_runtime::{HostCapabilities, Plugin, PluginStats, RoutineError, Runtime};
 use quinn_proto::{
     Extension, ExtensionContext, ExtensionFactory, ExtensionFrame, ObservedFrame, SendContext,
     SendPosition, Side, SpaceId, TransportError, TransportErrorCode, VarInt,
 };
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// The adapter's name in its log records.
 const ADAPTER: &str = "corequic-quinn";
@@ -51,34 +52,10 @@ pub fn capabilities() -> HostCapabilities {
 }
 
 /// Creates the plugins of each new connection (set it with
-/// `TransportConfig::extension_factory`).
-pub struct PluginFactory {
-    attachment: Attachment,
-    local: Option<SocketAddr>,
-}
-
-impl PluginFactory {
-    /// A factory attaching `plugins` (in this order) to every connection.
-    pub fn new(runtime: Arc<Runtime>, plugins: Vec<Arc<Plugin>>) -> Self {
-        PluginFactory {
-            attachment: Attachment::new(runtime, plugins),
-            local: None,
-        }
-    }
-
-    /// The endpoint's bound address, for the `local-address` field (quinn
-    /// does not know its local port).
-    pub fn local_address(mut self, local: SocketAddr) -> Self {
-        self.local = Some(local);
-        self
-    }
-
-    /// Where log records go (by default they are dropped).
-    pub fn log_sink(mut self, sink: LogSink) -> Self {
-        self.attachment = self.attachment.log_sink(sink);
-        self
-    }
-}
+/// `TransportConfig::extension_factory`). quinn does not know its local
+/// port: give the endpoint's bound address with
+/// [`Attachment::local_address`] for the `local-address` field.
+pub struct PluginFactory(pub Attachment);
 
 impl ExtensionFactory for PluginFactory {
     fn new_extension(
@@ -89,13 +66,12 @@ impl ExtensionFactory for PluginFactory {
     ) -> Option<Box<dyn Extension>> {
         let info = ConnectionInfo {
             is_server: side.is_server(),
-            local: self.local,
+            local: None,
             remote,
         };
         Some(Box::new(QuinnPlugins {
-            plugins: self.attachment.attach(ADAPTER, info)?,
-            epoch: now,
-            local: self.local,
+            plugins: self.0.attach(ADAPTER, info)?,
+            epoch: Epoch::new(now),
         }))
     }
 }
@@ -103,16 +79,13 @@ impl ExtensionFactory for PluginFactory {
 /// The plugins of one quinn connection: quinn-proto's extension.
 pub struct QuinnPlugins {
     plugins: ConnectionPlugins,
-    /// The ABI epoch: when the extension was created.
-    epoch: Instant,
-    local: Option<SocketAddr>,
+    epoch: Epoch,
 }
 
 /// quinn-proto's connection during one hook.
 struct Quinn<'a, 'b> {
     cx: &'a mut ExtensionContext<'b>,
-    epoch: Instant,
-    local: Option<SocketAddr>,
+    epoch: Epoch,
 }
 
 fn space_id(space: Option<PnSpace>) -> SpaceId {
@@ -125,7 +98,7 @@ fn space_id(space: Option<PnSpace>) -> SpaceId {
 
 impl StackConnection for Quinn<'_, '_> {
     fn now(&self) -> u64 {
-        corequic_adapter::duration_ns(&self.cx.now().saturating_duration_since(self.epoch))
+        self.epoch.ns(self.cx.now())
     }
 
     fn get_field(&mut self, field: FieldRef) -> Result<PluginVal, abi::Error> {
@@ -141,20 +114,17 @@ impl StackConnection for Quinn<'_, '_> {
             FieldId::MaxSendUdpPayload | FieldId::MaxDatagramSize => {
                 PluginVal::U64(u64::from(cx.connection().current_mtu()))
             }
-            FieldId::LocalAddress => self.local.map(PluginVal::from).ok_or(
-                abi::Error::NotFound("the application did not give the local address".into()),
-            )?,
+            FieldId::LocalAddress => {
+                // The core answers the address the application gave.
+                return Err(abi::Error::NotFound(
+                    "quinn does not know its local address".into(),
+                ));
+            }
             FieldId::PeerAddress => PluginVal::from(cx.connection().remote_address()),
             FieldId::IdleTimeout => PluginVal::from(cx.idle_timeout().unwrap_or_default()),
             FieldId::NextPacketNumber => PluginVal::U64(cx.packet_numbers(space_id(field.space)).0),
-            FieldId::LargestAcked => cx
-                .packet_numbers(space_id(field.space))
-                .1
-                .map_or(PluginVal::None, PluginVal::U64),
-            FieldId::LargestReceived => cx
-                .packet_numbers(space_id(field.space))
-                .2
-                .map_or(PluginVal::None, PluginVal::U64),
+            FieldId::LargestAcked => optional_u64(cx.packet_numbers(space_id(field.space)).1),
+            FieldId::LargestReceived => optional_u64(cx.packet_numbers(space_id(field.space)).2),
             FieldId::LatestRtt => PluginVal::from(cx.rtt().latest()),
             FieldId::SmoothedRtt => PluginVal::from(cx.rtt().get()),
             FieldId::MinRtt => PluginVal::from(cx.rtt().min()),
@@ -167,9 +137,7 @@ impl StackConnection for Quinn<'_, '_> {
                 Some(s) if s != u64::MAX => PluginVal::U64(s),
                 _ => PluginVal::None,
             },
-            FieldId::IsServer | FieldId::SendingHalted => {
-                return Err(abi::Error::Failed("answered by the adapter core".into()));
-            }
+            id @ (FieldId::IsServer | FieldId::SendingHalted) => return Err(answered_by_core(id)),
         })
     }
 
@@ -207,47 +175,52 @@ fn transport_error(code: TransportErrorCode, reason: String) -> TransportError {
     }
 }
 
-impl QuinnPlugins {
-    fn stack<'a, 'b>(&self, cx: &'a mut ExtensionContext<'b>) -> Quinn<'a, 'b> {
-        Quinn {
+impl AdapterExtension for QuinnPlugins {
+    type Context<'c> = ExtensionContext<'c>;
+    type Error = TransportError;
+    type Time = Instant;
+
+    fn plugins(&self) -> &ConnectionPlugins {
+        &self.plugins
+    }
+
+    fn plugins_mut(&mut self) -> &mut ConnectionPlugins {
+        &mut self.plugins
+    }
+
+    fn with_connection<R>(
+        &mut self,
+        cx: &mut ExtensionContext<'_>,
+        f: impl FnOnce(&mut ConnectionPlugins, &mut dyn StackConnection) -> R,
+    ) -> R {
+        let mut stack = Quinn {
             cx,
             epoch: self.epoch,
-            local: self.local,
+        };
+        f(&mut self.plugins, &mut stack)
+    }
+
+    fn parameter_refused(reason: String) -> TransportError {
+        transport_error(TransportErrorCode::TRANSPORT_PARAMETER_ERROR, reason)
+    }
+
+    fn frame_refused(refused: FrameRefused) -> TransportError {
+        match refused {
+            FrameRefused::Unknown => transport_error(
+                TransportErrorCode::FRAME_ENCODING_ERROR,
+                "invalid frame ID".into(),
+            ),
+            FrameRefused::Encoding(reason) => {
+                transport_error(TransportErrorCode::FRAME_ENCODING_ERROR, reason)
+            }
+            FrameRefused::Violation(reason) => {
+                transport_error(TransportErrorCode::PROTOCOL_VIOLATION, reason)
+            }
         }
     }
 
-    /// The plugins of a connection, from its extension (`None` when the
-    /// extension is not this adapter's).
-    pub fn from_extension(ext: &mut dyn Extension) -> Option<&mut QuinnPlugins> {
-        ext.as_any_mut().downcast_mut::<QuinnPlugins>()
-    }
-
-    /// Call plugin-control `id` (the application side of the ABI).
-    pub fn plugin_control(
-        &mut self,
-        cx: &mut ExtensionContext<'_>,
-        id: u64,
-        args: &[PluginVal],
-    ) -> Result<Vec<PluginVal>, RoutineError> {
-        let mut stack = self.stack(cx);
-        self.plugins.plugin_control(&mut stack, id, args)
-    }
-
-    /// Per-plugin counters of this connection.
-    pub fn stats(&self) -> Vec<PluginStats> {
-        self.plugins.stats()
-    }
-
-    /// Plugin frames of `frame_type` written, acknowledged and lost.
-    pub fn frame_counts(&self, frame_type: u64) -> FrameCounts {
-        self.plugins.frame_counts(frame_type)
-    }
-
-    /// The close this connection's plugins caused, if they did. quinn
-    /// reports such a close as the application's, which it cannot tell
-    /// from the peer's.
-    pub fn local_close(&self) -> Option<(u64, String)> {
-        self.plugins.local_close()
+    fn stack_time(&self, ns: u64) -> Option<Instant> {
+        self.epoch.instant(ns)
     }
 }
 
@@ -259,47 +232,4 @@ impl Extension for QuinnPlugins {
         ExtensionFrame,
         ObservedFrame
     );
-
-    fn decode_transport_parameter(
-        &mut self,
-        cx: &mut ExtensionContext<'_>,
-        id: u64,
-        value: &[u8],
-    ) -> Result<(), TransportError> {
-        let mut stack = self.stack(cx);
-        self.plugins
-            .decode_transport_parameter(&mut stack, id, value)
-            .map_err(|reason| {
-                transport_error(TransportErrorCode::TRANSPORT_PARAMETER_ERROR, reason)
-            })
-    }
-
-    fn process_frame(
-        &mut self,
-        cx: &mut ExtensionContext<'_>,
-        frame_type: u64,
-        payload: &[u8],
-        packet_number: u64,
-    ) -> Result<usize, TransportError> {
-        let mut stack = self.stack(cx);
-        self.plugins
-            .process_frame(&mut stack, frame_type, payload, packet_number)
-            .map_err(|refused| match refused {
-                FrameRefused::Unknown => transport_error(
-                    TransportErrorCode::FRAME_ENCODING_ERROR,
-                    "invalid frame ID".into(),
-                ),
-                FrameRefused::Encoding(reason) => {
-                    transport_error(TransportErrorCode::FRAME_ENCODING_ERROR, reason)
-                }
-                FrameRefused::Violation(reason) => {
-                    transport_error(TransportErrorCode::PROTOCOL_VIOLATION, reason)
-                }
-            })
-    }
-
-    fn next_timeout(&self) -> Option<Instant> {
-        let ns = self.plugins.next_timeout()?;
-        Some(self.epoch + Duration::from_nanos(ns))
-    }
 }

@@ -18,7 +18,7 @@
 
 use bytes::BytesMut;
 use corequic_endpoint::testing::load_plugins;
-use corequic_quinn::{PluginFactory, QuinnPlugins};
+use corequic_quinn::{AdapterExtension, Attachment, PluginFactory, QuinnPlugins};
 use corequic_runtime::abi::PluginVal;
 use quinn_proto::congestion::{Controller, ControllerFactory};
 use quinn_proto::{
@@ -89,7 +89,9 @@ fn transport(plugins: &[&str], knob: &Knob) -> TransportConfig {
     let mut t = TransportConfig::default();
     t.mtu_discovery_config(None);
     t.congestion_controller_factory(Arc::new(knob.clone()));
-    t.extension_factory(Some(Arc::new(PluginFactory::new(runtime, plugins))));
+    t.extension_factory(Some(Arc::new(PluginFactory(Attachment::new(
+        runtime, plugins,
+    )))));
     t
 }
 
@@ -101,7 +103,7 @@ fn plugins<R>(
 ) -> R {
     conn.with_extension(now, |ext, cx| {
         f(
-            QuinnPlugins::from_extension(ext).expect("corequic plugins"),
+            QuinnPlugins::from_any(ext.as_any_mut()).expect("corequic plugins"),
             cx,
         )
     })

@@ -4,12 +4,13 @@
 //! `interop-runner/ENDPOINT.md`, shared by every host.
 
 use corequic_endpoint::{
-    ALPN, Args, ControlResult, FLOW_CONTROL_WINDOW, Logs, PAYLOAD_CHUNK, Role, Stats,
-    announce_listening, bind_udp, log_lines, log_sink, parse_request, payload, payload_byte,
+    ALPN, Args, ClientTally, ControlResult, FLOW_CONTROL_WINDOW, Logs, PAYLOAD_CHUNK, Role,
+    ServerTally, Stats, announce_listening, bind_udp, check_payload, describe_plugins_close,
+    log_lines, parse_request, payload,
 };
 mod plugins;
 
-use corequic_quinn::PluginFactory;
+use corequic_quinn::{AdapterExtension, PluginFactory};
 use plugins::{plugin_control, with_plugins};
 use quinn::VarInt;
 use rustls::crypto::CryptoProvider;
@@ -31,11 +32,8 @@ fn main() -> ExitCode {
 /// server (learnt by connecting an unbound probe socket), so that the
 /// path's local address is known (`local-address`, CQ-FIELD-1): quinn does
 /// not learn it for a socket bound to the unspecified address.
-fn client_socket(server: std::net::SocketAddr) -> Result<std::net::UdpSocket, String> {
-    let unspecified = match server {
-        std::net::SocketAddr::V4(_) => std::net::SocketAddr::from(([0, 0, 0, 0], 0)),
-        std::net::SocketAddr::V6(_) => std::net::SocketAddr::from(([0u16; 8], 0)),
-    };
+fn client_socket(args: &Args) -> Result<std::net::UdpSocket, String> {
+    let (server, unspecified) = (args.addr, args.client_bind_addr());
     let probe = std::net::UdpSocket::bind(unspecified).map_err(|e| e.to_string())?;
     probe
         .connect(server)
@@ -49,7 +47,7 @@ async fn run(args: Args) -> Result<bool, String> {
     // Bound first: the plugins' `local-address` is the socket's, and a
     // server bound to port 0 learns its port here.
     let socket = match args.role {
-        Role::Client => client_socket(args.addr)?,
+        Role::Client => client_socket(&args)?,
         Role::Server => bind_udp(args.addr).map_err(|e| format!("bind {}: {e}", args.addr))?,
     };
     let local = socket.local_addr().map_err(|e| e.to_string())?;
@@ -65,19 +63,12 @@ async fn run(args: Args) -> Result<bool, String> {
         .send_window(FLOW_CONTROL_WINDOW);
     // Without plugins there is no runtime at all (no engine, no epoch
     // ticker): the baseline is plain quinn.
-    if let Some((runtime, plugins)) = args.load_plugins(corequic_quinn::capabilities())? {
-        let factory = PluginFactory::new(runtime, plugins)
-            .log_sink(log_sink(&logs))
-            .local_address(local);
+    if let Some(attachment) = args.attachment(corequic_quinn::capabilities(), &logs)? {
+        let factory = PluginFactory(attachment.local_address(local));
         transport.extension_factory(Some(Arc::new(factory)));
     }
-    if let Some(dir) = &args.qlog {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let role = match args.role {
-            Role::Client => "client",
-            Role::Server => "server",
-        };
-        let path = dir.join(format!("{role}.qlog"));
+    if let Some(path) = args.qlog_file()? {
+        let role = args.role.name();
         let file = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         let mut qlog = quinn::QlogConfig::default();
         qlog.writer(Box::new(std::io::BufWriter::new(file)))
@@ -101,7 +92,7 @@ async fn run(args: Args) -> Result<bool, String> {
 /// if they did: quinn reports it as the peer's.
 fn plugins_close(conn: &quinn::Connection) -> Option<String> {
     let (code, reason) = with_plugins(conn, |p, _| p.local_close()).flatten()?;
-    Some(format!("local application close {code:#x}: {reason}"))
+    Some(describe_plugins_close(code, &reason))
 }
 
 /// How a connection whose handshake failed ended: its plugins' own close,
@@ -148,20 +139,16 @@ async fn server(
     .map_err(|e| format!("bind {}: {e}", args.addr))?;
     announce_listening(endpoint.local_addr().map_err(|e| e.to_string())?);
 
-    let mut served = 0u64;
-    let mut plugins = Vec::new();
-    let mut controls = Vec::new();
-    let mut close = None;
-    let mut handled = 0u64;
-    while args.connections == 0 || handled < args.connections {
+    let mut tally = ServerTally::default();
+    while tally.wants_more(args) {
         let Some(incoming) = endpoint.accept().await else {
             break;
         };
-        handled += 1;
+        tally.handled += 1;
         let connecting = match incoming.accept() {
             Ok(connecting) => connecting,
             Err(e) => {
-                close = Some(e.to_string());
+                tally.close = Some(e.to_string());
                 continue;
             }
         };
@@ -172,9 +159,10 @@ async fn server(
         let conn = match connecting.await {
             Ok(conn) => conn,
             Err(e) => {
-                close = Some(describe_handshake_failure(pending.as_ref(), &e));
+                tally.close = Some(describe_handshake_failure(pending.as_ref(), &e));
                 if let Some(c) = &pending {
-                    plugins.extend(with_plugins(c, |p, _| p.stats()).unwrap_or_default());
+                    let stats = with_plugins(c, |p, _| p.stats()).unwrap_or_default();
+                    tally.plugins.extend(stats);
                 }
                 continue;
             }
@@ -199,37 +187,26 @@ async fn server(
         }
         for s in streams {
             if let Ok(Ok(n)) = s.await {
-                served += n;
+                tally.served += n;
             }
         }
         let reason = conn.closed().await;
         if let Some(own) = plugins_close(&conn) {
-            close = Some(own);
+            tally.close = Some(own);
         } else if !matches!(reason, quinn::ConnectionError::ApplicationClosed(ref c) if c.error_code.into_inner() == 0)
         {
-            close = Some(reason.to_string());
+            tally.close = Some(reason.to_string());
         }
-        controls.extend(scheduled.await.unwrap_or_default());
+        tally.controls.extend(scheduled.await.unwrap_or_default());
         if let Some(stats) = with_plugins(&conn, |p, _| p.stats()) {
-            plugins.extend(stats);
+            tally.plugins.extend(stats);
         }
     }
     // The CONNECTION_CLOSE of a connection that just closed is sent by its
     // driver: exiting now could leave the peer to its idle timeout
     // (CQ-LIMIT-9).
     endpoint.wait_idle().await;
-    let stats = Stats {
-        ok: true,
-        bytes: served,
-        duration_ms: started.elapsed().as_secs_f64() * 1e3,
-        close,
-        plugins,
-        controls,
-        logs: log_lines(&logs),
-        ..Stats::of("quinn", args)
-    };
-    stats.write(args.stats.as_ref())?;
-    Ok(stats.ok)
+    tally.finish("quinn", args, started, &logs)
 }
 
 async fn run_controls(
@@ -311,27 +288,16 @@ async fn client(
         }
     };
     endpoint.wait_idle().await;
-    let (ok, bytes) = match &outcome {
-        Ok(n) => (true, *n),
-        Err(e) => {
-            eprintln!("quinn-endpoint: download failed: {e}");
-            (false, 0)
-        }
-    };
-    let stats = Stats {
-        ok,
-        bytes,
-        duration_ms: duration.as_secs_f64() * 1e3,
-        handshake_ms: Some(handshake.as_secs_f64() * 1e3),
+    let tally = ClientTally {
+        download: Some(outcome),
+        duration,
+        handshake: Some(handshake),
         close,
         plugins,
         controls,
-        logs: log_lines(&logs),
         extra,
-        ..Stats::of("quinn", args)
     };
-    stats.write(args.stats.as_ref())?;
-    Ok(ok)
+    tally.finish("quinn-endpoint", "quinn", args, &logs)
 }
 
 /// GET `n` bytes and check every one.
@@ -363,12 +329,7 @@ async fn download(conn: &quinn::Connection, n: u64) -> Result<u64, String> {
         if end > n {
             return Err(format!("more than {n} bytes"));
         }
-        if bytes[..] != *payload(offset, bytes.len()) {
-            let i = (0..bytes.len())
-                .find(|&i| bytes[i] != payload_byte(offset + i as u64))
-                .unwrap_or(0);
-            return Err(format!("byte {} differs", offset + i as u64));
-        }
+        check_payload(offset, &bytes)?;
         received.insert(offset, end)?;
     }
     match received.contiguous() {

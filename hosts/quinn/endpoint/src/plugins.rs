@@ -1,6 +1,6 @@
 //! A quinn connection's plugins, reached through quinn's connection handle.
 
-use corequic_quinn::QuinnPlugins;
+use corequic_quinn::{AdapterExtension, QuinnPlugins};
 use corequic_runtime::RoutineError;
 use corequic_runtime::abi::PluginVal;
 use quinn_proto::ExtensionContext;
@@ -14,7 +14,7 @@ pub fn with_plugins<R>(
 ) -> Option<R> {
     conn.with_proto(|c| {
         c.with_extension(Instant::now(), |ext, cx| {
-            QuinnPlugins::from_extension(ext).map(|p| f(p, cx))
+            QuinnPlugins::from_any(ext.as_any_mut()).map(|p| f(p, cx))
         })
     })
     .flatten()

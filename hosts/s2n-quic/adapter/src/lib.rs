@@ -11,16 +11,17 @@
 //! ```no_run
 //! # use std::sync::Arc;
 //! # use corequic_runtime::{Grants, Runtime, RuntimeConfig};
+//! # use corequic_s2n::Attachment;
 //! # fn f() -> Result<(), Box<dyn std::error::Error>> {
 //! let runtime = Arc::new(Runtime::new(RuntimeConfig::default(), corequic_s2n::capabilities())?);
 //! let padding = runtime.load_file("padding.wasm".as_ref(), &Grants::all())?;
-//! let factory = corequic_s2n::PluginFactory::new(runtime, vec![padding]);
+//! let factory = corequic_s2n::PluginFactory(Attachment::new(runtime, vec![padding]));
 //! // s2n_quic::Server::builder().with_extension(factory)?...
 //! # Ok(()) }
 //! ```
 //!
 //! The application reaches a connection's plugins through s2n-quic's
-//! `Handle::extension_mut` and [`S2nPlugins::from_extension`].
+//! `Handle::extension_mut` and [`AdapterExtension::from_any`].
 //!
 //! Time: the ABI clock counts nanoseconds of s2n-quic's own clock from the
 //! connection's creation, so plugin timers map exactly onto s2n-quic
@@ -30,12 +31,15 @@
 
 #![warn(missing_docs)]
 
-use corequic_adapter::{
-    Attachment, ConnectionInfo, ConnectionPlugins, FrameRefused, StackConnection,
+pub use corequic_adapter::{
+    AdapterExtension, Attachment, ConnectionReport, FrameCounts, LogSink, ReportSink,
 };
-pub use corequic_adapter::{ConnectionReport, FrameCounts, LogSink};
+use corequic_adapter::{
+    ConnectionInfo, ConnectionPlugins, FrameRefused, StackConnection, answered_by_core,
+    optional_u64,
+};
 use corequic_runtime::abi::{self, FieldId, FieldRef, PluginVal, PnSpace};
-use corequic_runtime::{HostCapabilities, Plugin, PluginStats, RoutineError, Runtime};
+use corequic_runtime::{HostCapabilities, RoutineError};
 use s2n_quic_core::time::Timestamp;
 use s2n_quic_core::transport;
 use s2n_quic_transport::extension::{
@@ -43,7 +47,6 @@ use s2n_quic_transport::extension::{
     SendContext, SendPosition,
 };
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// The adapter's name in its log records.
@@ -58,47 +61,16 @@ pub fn capabilities() -> HostCapabilities {
     corequic_adapter::capabilities(vec![0xdc_0000, 0xdc_0002])
 }
 
-/// Receives the [`ConnectionReport`] of each connection with plugins when
-/// s2n-quic frees it (after it closed): s2n-quic's API cannot reach a
-/// closed connection, so this is how a server learns its plugins' final
-/// counters. s2n-quic sends a close's code without its reason phrase, so
-/// the report's close is where the reason is.
-pub type ReportSink = Arc<dyn Fn(ConnectionReport) + Send + Sync>;
-
 /// Creates the plugins of each new connection (give it to the server or
-/// client builder with `with_extension`).
-pub struct PluginFactory {
-    attachment: Attachment,
-    report: Option<ReportSink>,
-}
+/// client builder with `with_extension`). s2n-quic's API cannot reach a
+/// closed connection: a server learns its plugins' final counters from
+/// [`Attachment::report_sink`]. s2n-quic sends a close's code without its
+/// reason phrase, so the report's close is where the reason is.
+pub struct PluginFactory(pub Attachment);
 
 impl fmt::Debug for PluginFactory {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PluginFactory")
-            .field("attachment", &self.attachment)
-            .finish()
-    }
-}
-
-impl PluginFactory {
-    /// A factory attaching `plugins` (in this order) to every connection.
-    pub fn new(runtime: Arc<Runtime>, plugins: Vec<Arc<Plugin>>) -> Self {
-        PluginFactory {
-            attachment: Attachment::new(runtime, plugins),
-            report: None,
-        }
-    }
-
-    /// Where each connection's final [`ConnectionReport`] goes.
-    pub fn report_sink(mut self, sink: ReportSink) -> Self {
-        self.report = Some(sink);
-        self
-    }
-
-    /// Where log records go (by default they are dropped).
-    pub fn log_sink(mut self, sink: LogSink) -> Self {
-        self.attachment = self.attachment.log_sink(sink);
-        self
+        f.debug_tuple("PluginFactory").field(&self.0).finish()
     }
 }
 
@@ -111,10 +83,9 @@ impl ExtensionFactory for PluginFactory {
             remote: info.remote_address,
         };
         Some(Box::new(S2nPlugins {
-            plugins: self.attachment.attach(ADAPTER, connection)?,
+            plugins: self.0.attach(ADAPTER, connection)?,
             epoch: info.now,
             last_hook: None,
-            report: self.report.clone(),
         }))
     }
 }
@@ -126,15 +97,6 @@ pub struct S2nPlugins {
     epoch: Timestamp,
     /// The connection time of the last hook, and the moment it ran.
     last_hook: Option<(Timestamp, std::time::Instant)>,
-    report: Option<ReportSink>,
-}
-
-impl Drop for S2nPlugins {
-    fn drop(&mut self) {
-        if let Some(report) = &self.report {
-            report(self.plugins.report());
-        }
-    }
 }
 
 /// s2n-quic's connection during one hook.
@@ -174,7 +136,6 @@ impl StackConnection for S2n<'_> {
             )));
         }
         let (max_tx, tx, max_rx, rx) = cx.flow_control;
-        let opt = |v: Option<u64>| v.map_or(PluginVal::None, PluginVal::U64);
         Ok(match id {
             FieldId::Version => PluginVal::U32(cx.version),
             FieldId::IsEstablished => PluginVal::Bool(cx.is_established),
@@ -189,8 +150,8 @@ impl StackConnection for S2n<'_> {
             FieldId::LocalAddress => PluginVal::from(cx.local_address),
             FieldId::IdleTimeout => PluginVal::from(cx.idle_timeout.unwrap_or_default()),
             FieldId::NextPacketNumber => PluginVal::U64(cx.next_packet_number),
-            FieldId::LargestAcked => opt(cx.largest_acked),
-            FieldId::LargestReceived => opt(cx.largest_received),
+            FieldId::LargestAcked => optional_u64(cx.largest_acked),
+            FieldId::LargestReceived => optional_u64(cx.largest_received),
             FieldId::LatestRtt => PluginVal::from(cx.latest_rtt),
             FieldId::SmoothedRtt => PluginVal::from(cx.smoothed_rtt),
             FieldId::MinRtt => PluginVal::from(cx.min_rtt),
@@ -199,10 +160,8 @@ impl StackConnection for S2n<'_> {
             FieldId::PtoCount => PluginVal::U32(cx.pto_count),
             FieldId::BytesInFlight => PluginVal::U64(u64::from(cx.bytes_in_flight)),
             FieldId::CongestionWindow => PluginVal::U64(u64::from(cx.congestion_window)),
-            FieldId::Ssthresh => opt(cx.ssthresh.map(u64::from)),
-            FieldId::IsServer | FieldId::SendingHalted => {
-                return Err(abi::Error::Failed("answered by the adapter core".into()));
-            }
+            FieldId::Ssthresh => optional_u64(cx.ssthresh.map(u64::from)),
+            id @ (FieldId::IsServer | FieldId::SendingHalted) => return Err(answered_by_core(id)),
         })
     }
 
@@ -245,25 +204,59 @@ impl StackConnection for S2n<'_> {
     }
 }
 
-impl S2nPlugins {
-    /// The connection view of one hook; remembers when it ran, for
-    /// [`S2nPlugins::plugin_control`].
-    fn stack<'a>(&mut self, cx: &'a mut ExtensionContext) -> S2n<'a> {
+impl AdapterExtension for S2nPlugins {
+    type Context<'c> = ExtensionContext;
+    type Error = transport::Error;
+    type Time = Timestamp;
+
+    fn plugins(&self) -> &ConnectionPlugins {
+        &self.plugins
+    }
+
+    fn plugins_mut(&mut self) -> &mut ConnectionPlugins {
+        &mut self.plugins
+    }
+
+    /// Remembers when the hook ran, for `plugin_control`.
+    fn with_connection<R>(
+        &mut self,
+        cx: &mut ExtensionContext,
+        f: impl FnOnce(&mut ConnectionPlugins, &mut dyn StackConnection) -> R,
+    ) -> R {
         self.last_hook = Some((cx.now, std::time::Instant::now()));
-        S2n {
+        let mut stack = S2n {
             cx,
             epoch: self.epoch,
+        };
+        f(&mut self.plugins, &mut stack)
+    }
+
+    /// s2n-quic's close reasons are static: the detail goes to the log and
+    /// to the connection's report.
+    fn parameter_refused(_reason: String) -> transport::Error {
+        transport::Error::TRANSPORT_PARAMETER_ERROR.with_reason("refused by a plugin")
+    }
+
+    /// s2n-quic's reasons are static: the detail is in the log.
+    fn frame_refused(refused: FrameRefused) -> transport::Error {
+        match refused {
+            FrameRefused::Unknown => {
+                transport::Error::FRAME_ENCODING_ERROR.with_reason("invalid frame")
+            }
+            FrameRefused::Encoding(_) => {
+                transport::Error::FRAME_ENCODING_ERROR.with_reason("plugin frame")
+            }
+            FrameRefused::Violation(_) => {
+                transport::Error::PROTOCOL_VIOLATION.with_reason("plugin frame")
+            }
         }
     }
 
-    /// The plugins of a connection, from its extension (`None` when the
-    /// extension is not this adapter's).
-    pub fn from_extension(ext: &mut dyn Extension) -> Option<&mut S2nPlugins> {
-        ext.as_any_mut().downcast_mut::<S2nPlugins>()
+    fn stack_time(&self, ns: u64) -> Option<Timestamp> {
+        self.epoch.checked_add(Duration::from_nanos(ns))
     }
 
-    /// Call plugin-control `id` (the application side of the ABI).
-    pub fn plugin_control(
+    fn plugin_control(
         &mut self,
         cx: &mut ExtensionContext,
         id: u64,
@@ -279,18 +272,7 @@ impl S2nPlugins {
                 cx.now = now;
             }
         }
-        let mut stack = self.stack(cx);
-        self.plugins.plugin_control(&mut stack, id, args)
-    }
-
-    /// Per-plugin counters of this connection.
-    pub fn stats(&self) -> Vec<PluginStats> {
-        self.plugins.stats()
-    }
-
-    /// Plugin frames of `frame_type` written, acknowledged and lost.
-    pub fn frame_counts(&self, frame_type: u64) -> FrameCounts {
-        self.plugins.frame_counts(frame_type)
+        self.with_connection(cx, |plugins, stack| plugins.plugin_control(stack, id, args))
     }
 }
 
@@ -302,49 +284,4 @@ impl Extension for S2nPlugins {
         ExtensionFrame,
         ObservedFrame
     );
-
-    fn decode_transport_parameter(
-        &mut self,
-        cx: &mut ExtensionContext,
-        id: u64,
-        value: &[u8],
-    ) -> Result<(), transport::Error> {
-        let mut stack = self.stack(cx);
-        // s2n-quic's close reasons are static: the detail goes to the log
-        // and to the connection's report.
-        self.plugins
-            .decode_transport_parameter(&mut stack, id, value)
-            .map_err(|_| {
-                transport::Error::TRANSPORT_PARAMETER_ERROR.with_reason("refused by a plugin")
-            })
-    }
-
-    fn process_frame(
-        &mut self,
-        cx: &mut ExtensionContext,
-        frame_type: u64,
-        payload: &[u8],
-        packet_number: u64,
-    ) -> Result<usize, transport::Error> {
-        let mut stack = self.stack(cx);
-        // s2n-quic's reasons are static: the detail is in the log.
-        self.plugins
-            .process_frame(&mut stack, frame_type, payload, packet_number)
-            .map_err(|refused| match refused {
-                FrameRefused::Unknown => {
-                    transport::Error::FRAME_ENCODING_ERROR.with_reason("invalid frame")
-                }
-                FrameRefused::Encoding(_) => {
-                    transport::Error::FRAME_ENCODING_ERROR.with_reason("plugin frame")
-                }
-                FrameRefused::Violation(_) => {
-                    transport::Error::PROTOCOL_VIOLATION.with_reason("plugin frame")
-                }
-            })
-    }
-
-    fn next_timeout(&self) -> Option<Timestamp> {
-        let ns = self.plugins.next_timeout()?;
-        self.epoch.checked_add(Duration::from_nanos(ns))
-    }
 }

@@ -5,11 +5,12 @@
 
 use bytes::Bytes;
 use corequic_endpoint::{
-    ALPN, Args, ControlResult, FLOW_CONTROL_WINDOW, Logs, PAYLOAD_CHUNK, Role, SOCKET_BUFFER,
-    Stats, announce_listening, log_lines, log_sink, parse_request, payload, payload_byte,
+    ALPN, Args, ClientTally, ControlResult, FLOW_CONTROL_WINDOW, Logs, PAYLOAD_CHUNK, Role,
+    SOCKET_BUFFER, ServerTally, Stats, announce_listening, check_payload, log_lines, parse_request,
+    payload,
 };
 use corequic_runtime::PluginStats;
-use corequic_s2n::{ConnectionReport, PluginFactory};
+use corequic_s2n::{AdapterExtension, ConnectionReport, PluginFactory};
 use plugins::{plugin_control, with_plugins};
 use s2n_quic::provider::extension::{Extension, ExtensionFactory, ExtensionInfo};
 use std::net::SocketAddr;
@@ -54,20 +55,14 @@ async fn run(args: Args) -> Result<bool, String> {
     let logs: Logs = Arc::default();
     let (report_tx, reports) = mpsc::unbounded_channel();
     let mut factory = None;
-    if let Some((runtime, plugins)) = args.load_plugins(corequic_s2n::capabilities())? {
-        factory = Some(
-            PluginFactory::new(runtime, plugins)
-                .log_sink(log_sink(&logs))
-                .report_sink(Arc::new(move |report| {
-                    let _ = report_tx.send(report);
-                })),
-        );
+    if let Some(attachment) = args.attachment(corequic_s2n::capabilities(), &logs)? {
+        factory = Some(PluginFactory(attachment.report_sink(Arc::new(
+            move |report| {
+                let _ = report_tx.send(report);
+            },
+        ))));
     }
-    let role = match args.role {
-        Role::Client => "client",
-        Role::Server => "server",
-    };
-    let qlog = qlog::Writer::create(args.qlog.as_deref(), role, &args.test)?;
+    let qlog = qlog::Writer::create(args.qlog_file()?.as_deref(), args.role, &args.test)?;
     let setup = Setup {
         plugins: Plugins(factory),
         logs,
@@ -145,23 +140,20 @@ async fn server(args: &Args, setup: Setup) -> Result<bool, String> {
 
     let with_plugins_loaded = !args.plugins.is_empty();
     let mut reports = setup.reports;
-    let mut served = 0u64;
-    let mut controls = Vec::new();
-    let mut close = None;
-    let mut handled = 0u64;
+    let mut tally = ServerTally::default();
     // Plugin reports that arrived while the loop waited for a connection.
     let mut early_reports = Vec::new();
     let mut accepted_ids = Vec::new();
     let mut freed = 0u64;
-    while args.connections == 0 || handled < args.connections {
+    while tally.wants_more(args) {
         let accepted = tokio::select! {
             // Biased: a connection accepted and since freed is in the accept
             // queue before its `Freed` message, and must be taken from there
             biased;
             conn = server.accept() => conn,
             Some(failed) = events.failed_handshakes.recv() => {
-                handled += 1;
-                close = Some(failed);
+                tally.handled += 1;
+                tally.close = Some(failed);
                 continue;
             }
             Some(gone) = events.freed.recv() => {
@@ -171,8 +163,8 @@ async fn server(args: &Args, setup: Setup) -> Result<bool, String> {
                 if let Some(closed) = gone.closed_after_handshake
                     && !accepted_ids.contains(&gone.id)
                 {
-                    handled += 1;
-                    close = Some(closed);
+                    tally.handled += 1;
+                    tally.close = Some(closed);
                 }
                 continue;
             }
@@ -185,7 +177,7 @@ async fn server(args: &Args, setup: Setup) -> Result<bool, String> {
             break;
         };
         accepted_ids.push(conn.id());
-        handled += 1;
+        tally.handled += 1;
         let scheduled = tokio::spawn(run_controls(conn.handle(), args.controls.clone()));
         let mut streams = Vec::new();
         loop {
@@ -194,7 +186,7 @@ async fn server(args: &Args, setup: Setup) -> Result<bool, String> {
                 Ok(None) => break,
                 Err(e) => {
                     if !is_clean_close(&e) {
-                        close = Some(describe_close(&e));
+                        tally.close = Some(describe_close(&e));
                     }
                     break;
                 }
@@ -202,17 +194,16 @@ async fn server(args: &Args, setup: Setup) -> Result<bool, String> {
         }
         for s in streams {
             match s.await {
-                Ok(Ok(n)) => served += n,
+                Ok(Ok(n)) => tally.served += n,
                 Ok(Err(e)) => eprintln!("s2n-endpoint: stream: {e}"),
                 Err(e) => eprintln!("s2n-endpoint: stream task: {e}"),
             }
         }
-        controls.extend(scheduled.await.unwrap_or_default());
+        tally.controls.extend(scheduled.await.unwrap_or_default());
     }
     // The plugins' counters arrive when s2n-quic frees each connection.
-    let mut plugins: Vec<PluginStats> = Vec::new();
     if with_plugins_loaded {
-        for _ in 0..handled {
+        for _ in 0..tally.handled {
             let report = match early_reports.pop() {
                 Some(report) => report,
                 None => match next_report(&mut reports).await {
@@ -220,14 +211,14 @@ async fn server(args: &Args, setup: Setup) -> Result<bool, String> {
                     None => break,
                 },
             };
-            plugins.extend(report.stats);
-            close = close.map(|c| with_plugin_reason(c, report.close));
+            tally.plugins.extend(report.stats);
+            tally.close = tally.close.map(|c| with_plugin_reason(c, report.close));
         }
     }
     // Exit only once s2n-quic has freed every connection, after its closing
     // period: the CONNECTION_CLOSE of a connection that failed just now is
     // still to be sent, and the client would wait for its idle timeout.
-    for _ in freed..handled {
+    for _ in freed..tally.handled {
         match tokio::time::timeout(Duration::from_secs(5), events.freed.recv()).await {
             Ok(Some(_)) => {}
             _ => {
@@ -236,18 +227,7 @@ async fn server(args: &Args, setup: Setup) -> Result<bool, String> {
             }
         }
     }
-    let stats = Stats {
-        ok: true,
-        bytes: served,
-        duration_ms: started.elapsed().as_secs_f64() * 1e3,
-        close,
-        plugins,
-        controls,
-        logs: log_lines(&setup.logs),
-        ..Stats::of("s2n-quic", args)
-    };
-    stats.write(args.stats.as_ref())?;
-    Ok(stats.ok)
+    tally.finish("s2n-quic", args, started, &setup.logs)
 }
 
 /// The plugins' counters of a connection out of the API's reach, and `close`
@@ -366,11 +346,7 @@ async fn run_controls(
 
 async fn client(args: &Args, mut setup: Setup) -> Result<bool, String> {
     let tls = client_tls()?;
-    let bind: SocketAddr = if args.addr.is_ipv4() {
-        (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
-    } else {
-        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
-    };
+    let bind = args.client_bind_addr();
     let mut client = s2n_quic::Client::builder()
         .with_tls(tls)
         .map_err(|e| e.to_string())?
@@ -419,13 +395,7 @@ async fn client(args: &Args, mut setup: Setup) -> Result<bool, String> {
         extra.push(("rtt_ms".into(), format!("{:.3}", rtt.as_secs_f64() * 1e3)));
         extra.push(("cwnd".into(), cwnd.to_string()));
     }
-    let (ok, bytes, close) = match &outcome {
-        Ok(n) => (true, *n, None),
-        Err(e) => {
-            eprintln!("s2n-endpoint: download failed: {e}");
-            (false, 0, Some(e.clone()))
-        }
-    };
+    let close = outcome.as_ref().err().cloned();
     conn.close(0u32.into());
     // A connection that closed before the download ended is out of reach of
     // the API: its plugins' counters (and the reason of a plugin failure)
@@ -437,19 +407,16 @@ async fn client(args: &Args, mut setup: Setup) -> Result<bool, String> {
             freed_connection_report(args, &mut setup.reports, close).await
         }
     };
-    let stats = Stats {
-        ok,
-        bytes,
-        duration_ms: duration.as_secs_f64() * 1e3,
-        handshake_ms: Some(handshake.as_secs_f64() * 1e3),
+    let tally = ClientTally {
+        download: Some(outcome),
+        duration,
+        handshake: Some(handshake),
         close,
         plugins,
         controls,
-        logs: log_lines(&setup.logs),
         extra,
-        ..Stats::of("s2n-quic", args)
     };
-    stats.write(args.stats.as_ref())?;
+    let ok = tally.finish("s2n-endpoint", "s2n-quic", args, &setup.logs)?;
     // Give the CONNECTION_CLOSE a chance to leave before the process exits.
     let _ = tokio::time::timeout(Duration::from_secs(1), client.wait_idle()).await;
     Ok(ok)
@@ -483,20 +450,8 @@ async fn download(conn: &mut s2n_quic::Connection, n: u64) -> Result<u64, String
         .await
         .map_err(|e| describe_stream_error(&e))?
     {
-        let len = chunk.len();
-        let mut offset = 0;
-        while offset < len {
-            let part = (len - offset).min(PAYLOAD_CHUNK);
-            let at = got + offset as u64;
-            if chunk[offset..offset + part] != *payload(at, part) {
-                let i = (0..part)
-                    .find(|&i| chunk[offset + i] != payload_byte(at + i as u64))
-                    .unwrap_or(0);
-                return Err(format!("byte {} differs", at + i as u64));
-            }
-            offset += part;
-        }
-        got += len as u64;
+        check_payload(got, &chunk)?;
+        got += chunk.len() as u64;
         if got > n {
             return Err(format!("more than {n} bytes"));
         }

@@ -2,7 +2,7 @@
 
 use corequic_runtime::RoutineError;
 use corequic_runtime::abi::PluginVal;
-use corequic_s2n::S2nPlugins;
+use corequic_s2n::{AdapterExtension, S2nPlugins};
 use s2n_quic::provider::extension::ExtensionContext;
 
 /// Run `f` with an s2n-quic connection's plugins. `None` when the
@@ -11,7 +11,7 @@ pub fn with_plugins<R>(
     conn: &s2n_quic::connection::Handle,
     f: impl FnOnce(&mut S2nPlugins, &mut ExtensionContext) -> R,
 ) -> Option<R> {
-    conn.extension_mut(|ext, cx| S2nPlugins::from_extension(ext).map(|p| f(p, cx)))
+    conn.extension_mut(|ext, cx| S2nPlugins::from_any(ext.as_any_mut()).map(|p| f(p, cx)))
         .ok()
         .flatten()
         .flatten()

@@ -2,6 +2,7 @@
 //! `connection_closed`) on
 //! s2n-quic's event subscriber, for `--qlog DIR`.
 
+use corequic_endpoint::Role;
 use s2n_quic::provider::event::{
     ConnectionInfo, ConnectionMeta, Subscriber,
     events::{
@@ -20,17 +21,17 @@ pub struct Writer {
 }
 
 impl Writer {
-    /// Opens the file and writes the qlog header.
-    pub fn create(dir: Option<&Path>, role: &str, test: &str) -> Result<Self, String> {
-        let Some(dir) = dir else {
+    /// Creates the file `path` (none: write nothing) and writes the qlog
+    /// header.
+    pub fn create(path: Option<&Path>, role: Role, test: &str) -> Result<Self, String> {
+        let Some(path) = path else {
             return Ok(Writer {
                 out: None,
                 start: None,
             });
         };
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let path = dir.join(format!("{role}.qlog"));
-        let file = File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let role = role.name();
+        let file = File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let mut out = BufWriter::new(file);
         let header = format!(
             "\u{1e}{{\"qlog_version\":\"0.3\",\"qlog_format\":\"JSON-SEQ\",\"title\":\"corequic s2n-quic {role} {test}\",\"trace\":{{\"vantage_point\":{{\"type\":\"{role}\"}}}}}}\n"

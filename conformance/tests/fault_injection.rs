@@ -98,6 +98,26 @@ fn loading_a_host_that_accepts_a_foreign_abi_fails() {
 }
 
 #[test]
+fn loading_a_host_without_the_compatibility_layer_fails() {
+    catches(
+        "loading.a-0.1.0-plugin-receives-frames-through-the-compatibility-layer",
+        "no-compatibility-layer",
+    );
+    catches(
+        "loading.a-0.1.0-plugin-observes-acks-and-gets-host-errors-in-its-own-form",
+        "no-compatibility-layer",
+    );
+}
+
+#[test]
+fn host_calls_a_host_that_takes_frames_of_any_layout_fails() {
+    catches(
+        "host-calls.in-a-define-send-routine",
+        "unchecked-frame-layouts",
+    );
+}
+
+#[test]
 fn permissions_a_host_that_does_not_count_denials_fails() {
     catches(
         "permissions.undeclared-reads-and-writes-are-denied-and-counted",

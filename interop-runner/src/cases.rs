@@ -166,7 +166,14 @@ pub static CASES: &[&dyn Case] = &[
     &PaddingOneSided,
     &Probe,
     &Bdp,
-    &Dummy,
+    &Dummy {
+        test: "dummy",
+        client: "dummy",
+    },
+    &Dummy {
+        test: "dummy-0.1.0",
+        client: "abi-0.1.0-dummy",
+    },
     &DummyPadding,
     &AckLogger("ack-logger"),
     &AckLogger("ack-logger-c"),
@@ -686,12 +693,21 @@ impl Case for Bdp {
 }
 
 /// `dummy`: DUMMY frames on both sides, each sent when the previous one is
-/// acknowledged.
-struct Dummy;
+/// acknowledged. `dummy-0.1.0` runs the same with the client's DUMMY as
+/// built against ABI 0.1.0 (`plugins/prebuilt/0.1.0`, which `make plugins`
+/// copies as `abi-0.1.0-dummy`) and the server's against the current ABI:
+/// a plugin binary from before 0.2 interoperates through the hosts'
+/// compatibility layer.
+struct Dummy {
+    /// The test's name.
+    test: &'static str,
+    /// The client's plugin file.
+    client: &'static str,
+}
 
 impl Case for Dummy {
     fn name(&self) -> &'static str {
-        "dummy"
+        self.test
     }
 
     // A DUMMY frame goes out when the previous one is acknowledged, and
@@ -701,11 +717,11 @@ impl Case for Dummy {
     // connection up for well over ten such round trips.
     fn plan(&self, p: &Plan) -> Vec<RunSpec> {
         vec![run(
-            "dummy",
+            self.test,
             &p.short,
             p.size.max(1_000_000),
             SideSpec::with(&["dummy"]),
-            SideSpec::with(&["dummy"]),
+            SideSpec::with(&[self.client]),
         )]
     }
 

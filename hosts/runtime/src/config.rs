@@ -80,11 +80,17 @@ pub enum InjectedFault {
     /// Load a plugin whose embedded manifest differs from the one its
     /// `manifest` export returns (CQ-LOAD-23).
     TrustLyingEmbeddedManifest,
+    /// Refuse plugins of ABI 0.1.0, as a host without the compatibility
+    /// layer would (CQ-VER-10).
+    NoCompatibilityLayer,
+    /// Take a frame from a plugin whose values do not fit its type's layout
+    /// as a PING instead of refusing it (CQ-RECV-9).
+    UncheckedFrameLayouts,
 }
 
 impl InjectedFault {
     /// Every switch, in declaration order.
-    pub const ALL: [InjectedFault; 11] = [
+    pub const ALL: [InjectedFault; 13] = [
         InjectedFault::AcceptForeignAbi,
         InjectedFault::UncountedDenials,
         InjectedFault::KeepHaltAfterRemoval,
@@ -96,6 +102,8 @@ impl InjectedFault {
         InjectedFault::PathChallengeAsPing,
         InjectedFault::IgnoreFlowLimitWrites,
         InjectedFault::TrustLyingEmbeddedManifest,
+        InjectedFault::NoCompatibilityLayer,
+        InjectedFault::UncheckedFrameLayouts,
     ];
 
     /// Its command-line name.
@@ -112,6 +120,8 @@ impl InjectedFault {
             InjectedFault::PathChallengeAsPing => "path-challenge-as-ping",
             InjectedFault::IgnoreFlowLimitWrites => "ignore-flow-limit-writes",
             InjectedFault::TrustLyingEmbeddedManifest => "trust-lying-embedded-manifest",
+            InjectedFault::NoCompatibilityLayer => "no-compatibility-layer",
+            InjectedFault::UncheckedFrameLayouts => "unchecked-frame-layouts",
         }
     }
 

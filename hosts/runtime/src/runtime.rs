@@ -422,9 +422,22 @@ impl Runtime {
             .collect();
         names.into_iter().find_map(|name| {
             let version = name.strip_prefix("core-quic:plugin/")?.split_once('@')?.1;
-            (!abi::abi_supported(version) && !self.accepts_foreign_abi())
+            (!self.abi_supported(version) && !self.accepts_foreign_abi())
                 .then(|| version.to_string())
         })
+    }
+
+    /// [`abi::abi_supported`], unless the compatibility layer is switched
+    /// off by a fault injection.
+    fn abi_supported(&self, version: &str) -> bool {
+        match self
+            .config
+            .injected_faults
+            .has(InjectedFault::NoCompatibilityLayer)
+        {
+            true => abi::abi_compatible(version, abi::ABI_VERSION),
+            false => abi::abi_supported(version),
+        }
     }
 
     fn accepts_foreign_abi(&self) -> bool {
@@ -492,7 +505,7 @@ impl Runtime {
 
     fn validate(&self, manifest: PluginManifest, grants: &Grants) -> Result<PluginInfo, LoadError> {
         let name = manifest.name.clone();
-        if !abi::abi_supported(&manifest.abi_version) && !self.accepts_foreign_abi() {
+        if !self.abi_supported(&manifest.abi_version) && !self.accepts_foreign_abi() {
             return Err(LoadError::AbiVersion {
                 plugin: name,
                 plugin_abi: manifest.abi_version.clone(),

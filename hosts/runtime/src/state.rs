@@ -454,6 +454,10 @@ impl PluginState {
     pub(crate) fn send_frame(&mut self, frame: Result<Frame, String>) -> Result<(), Error> {
         let scope = self.scope("send-frame", true)?;
         self.permit("send-frame", Permission::SendFrames)?;
+        let frame = match frame {
+            Err(_) if self.injected.has(InjectedFault::UncheckedFrameLayouts) => Ok(Frame::Ping),
+            other => other,
+        };
         let frame = match frame.map_err(Error::InvalidArgument)? {
             Frame::PathChallenge(_) if self.injected.has(InjectedFault::PathChallengeAsPing) => {
                 Frame::Ping

@@ -277,6 +277,14 @@ impl ApiProbe {
             host::random_bytes(8).map(|_| ()),
         );
         call("send-frame ping", host::send_frame(Frame::ping()));
+        // MAX_DATA is [maximum]: a frame without it does not fit its layout
+        // (CQ-RECV-9).
+        call(
+            "send-frame max-data without its value",
+            host::send_frame(Frame::new(frame::MAX_DATA, Vec::new())),
+        );
+        // No host implements field 0x3fff (CQ-FIELD-13).
+        call("get-field 16383 (unknown)", host::get(0x3fff).map(|_| ()));
         call(
             "call-plugin-control itself",
             host::call_plugin_control(CONTROL_SELF, &[]).map(|_| ()),

@@ -76,7 +76,11 @@ pub(crate) fn from_data(ty: u64, values: Vec<u64>, data: Vec<u8>) -> Result<abi:
         (0x01, &[]) => no_data(F::Ping),
         (0x02 | 0x03, v) => {
             let fixed = if ty == 0x03 { 5 } else { 2 };
-            if v.len() < fixed || !(v.len() - fixed).is_multiple_of(2) {
+            // At least one range, in complete pairs, each smallest ≤ largest.
+            let ranges_fit = v.len() >= fixed + 2
+                && (v.len() - fixed).is_multiple_of(2)
+                && v[fixed..].as_chunks::<2>().0.iter().all(|[s, l]| s <= l);
+            if !ranges_fit {
                 return Err(layout());
             }
             let ecn = (ty == 0x03).then(|| EcnCounts {
@@ -132,9 +136,10 @@ pub(crate) fn from_data(ty: u64, values: Vec<u64>, data: Vec<u8>) -> Result<abi:
             maximum,
         })),
         (0x18, &[sequence, retire_prior_to]) => {
-            if data.len() <= RESET_TOKEN_LEN {
+            // A connection ID of 1 to 20 bytes (RFC 9000 §19.15), then the token.
+            if !(RESET_TOKEN_LEN + 1..=RESET_TOKEN_LEN + 20).contains(&data.len()) {
                 return Err(format!(
-                    "a NEW_CONNECTION_ID frame's bytes are a connection ID and a {RESET_TOKEN_LEN}-byte token"
+                    "a NEW_CONNECTION_ID frame's bytes are a connection ID of 1 to 20 bytes and a {RESET_TOKEN_LEN}-byte token"
                 ));
             }
             let mut connection_id = data;
@@ -292,6 +297,9 @@ mod tests {
         for (ty, values, data) in [
             (0x01, vec![1], Vec::new()),
             (0x02, vec![1, 2, 3], Vec::new()),
+            (0x02, vec![1, 2], Vec::new()),
+            (0x02, vec![9, 0, 5, 4], Vec::new()),
+            (0x18, vec![1, 0], vec![0; 16 + 21]),
             (0x03, vec![1, 2, 3, 4], Vec::new()),
             (0x08, vec![0, 0, 0, 2], Vec::new()),
             (0x10, vec![], Vec::new()),

@@ -369,7 +369,9 @@ impl Runtime {
             entry.store(&component, &manifest);
         }
         let info = self.validate(manifest, grants)?;
-        check_world_version(&pre, &info.manifest)?;
+        if !self.accepts_foreign_abi() {
+            check_world_version(&pre, &info.manifest)?;
+        }
         Ok(Arc::new(Plugin {
             info: Arc::new(info),
             pre,

@@ -177,11 +177,12 @@ impl Guest {
     }
 
     /// 0.2's `write-frame` as 0.1.0's three send routines, each called only
-    /// if the plugin binds it at `anchor` (specification §2.2). The DEFINE:
-    /// prepare-frame, then frame-wire-len (1 to the room, or nothing is
-    /// sent), then write-frame into a buffer of exactly that length; a
-    /// write of another length returns the tag with nothing written, which
-    /// the caller refuses as an invalid result. A BEFORE observer is asked
+    /// if the plugin binds it at `anchor` (CQ-VER-14, CQ-VER-15). The
+    /// DEFINE: prepare-frame, then frame-wire-len (1 to the room), then
+    /// write-frame into a buffer of exactly that length; a frame of another
+    /// type, a length out of range or a write of another length returns the
+    /// tag with nothing written, which the caller refuses as an invalid
+    /// result. A BEFORE observer is asked
     /// prepare-frame; an AFTER observer prepare-frame, then, if the DEFINE
     /// wrote `defined`, frame-wire-len and write-frame (into a scratch
     /// buffer of the frame's length).
@@ -202,15 +203,16 @@ impl Guest {
             },
             false => None,
         };
+        // An invalid result of the three (CQ-VER-14) is reported as a tag with
+        // nothing written, which the caller refuses as an invalid result.
+        let invalid = |store: &mut Store<PluginState>, frame: m::ExtFrame| {
+            store.data_mut().out.clear();
+            Ok(Ok(Some(frame.tag)))
+        };
         let frame = match anchor {
             m::Anchor::Define => match prepared {
                 Some(frame) if frame.frame_type == frame_type => frame,
-                Some(frame) => {
-                    return Ok(Err(m::Error::InvalidArgument(format!(
-                        "prepare-frame returned frame type {:#x} for {frame_type:#x}",
-                        frame.frame_type
-                    ))));
-                }
+                Some(frame) => return invalid(store, frame),
                 None => return Ok(Ok(None)),
             },
             m::Anchor::Before => return Ok(Ok(None)),
@@ -232,7 +234,7 @@ impl Guest {
         }
         let capacity = match anchor {
             m::Anchor::After => defined.map_or(0, |(_, len)| len),
-            _ if len == 0 || len > ctx.room => return Ok(Ok(None)),
+            _ if len == 0 || len > ctx.room => return invalid(store, frame),
             _ => len,
         };
         let data = store.data_mut();
@@ -242,7 +244,7 @@ impl Guest {
             return Ok(Err(e));
         }
         if anchor == m::Anchor::Define && store.data().out.len() as u64 != len {
-            store.data_mut().out.clear();
+            return invalid(store, frame);
         }
         Ok(Ok(Some(frame.tag)))
     }

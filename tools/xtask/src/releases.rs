@@ -387,8 +387,9 @@ mod tests {
     }
 
     /// The real ABI: a deliberately incompatible edit of `wit/` (a new
-    /// field-id case) released as a patch of the last release fails the
-    /// gate, and the unchanged package passes.
+    /// `anchor` case, which every plugin would have to handle) released as a
+    /// patch of the last release fails the gate, and the unchanged package
+    /// passes.
     #[test]
     fn the_gate_fails_an_incompatible_edit_of_the_abi() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -414,12 +415,12 @@ mod tests {
             .iter()
             .map(|(f, t)| {
                 let t = bump(t);
-                let t = t.replacen("enum field-id {", "enum field-id {\n        new-field,", 1);
+                let t = t.replacen("enum anchor {", "enum anchor {\n        around,", 1);
                 (f.as_str(), t)
             })
             .collect();
         assert!(
-            edited.iter().any(|(_, t)| t.contains("new-field")),
+            edited.iter().any(|(_, t)| t.contains("around,")),
             "the edit applied"
         );
         let dir = scratch("abi-edited", &edited);

@@ -15,6 +15,277 @@ use crate::state::PluginState;
 use wasmtime::Store;
 use wasmtime::component::{InstancePre, Linker};
 
+/// Enums whose cases match one to one.
+macro_rules! same_cases {
+    ($($ty:ident { $($case:ident),* $(,)? })*) => {$(
+        impl From<m::$ty> for t::$ty {
+            #[inline]
+            fn from(v: m::$ty) -> Self {
+                match v {
+                    $(m::$ty::$case => t::$ty::$case,)*
+                }
+            }
+        }
+
+        impl From<t::$ty> for m::$ty {
+            #[inline]
+            fn from(v: t::$ty) -> Self {
+                match v {
+                    $(t::$ty::$case => m::$ty::$case,)*
+                }
+            }
+        }
+    )*};
+}
+
+/// Variants whose cases match one to one, each payload converted with `From`.
+macro_rules! same_variants {
+    ($($ty:ident { $($case:ident $(($x:ident))?),* $(,)? })*) => {$(
+        #[allow(clippy::useless_conversion)]
+        impl From<m::$ty> for t::$ty {
+            #[inline]
+            fn from(v: m::$ty) -> Self {
+                match v {
+                    $(m::$ty::$case $(($x))? => t::$ty::$case $(($x.into()))?,)*
+                }
+            }
+        }
+
+        #[allow(clippy::useless_conversion)]
+        impl From<t::$ty> for m::$ty {
+            #[inline]
+            fn from(v: t::$ty) -> Self {
+                match v {
+                    $(t::$ty::$case $(($x))? => m::$ty::$case $(($x.into()))?,)*
+                }
+            }
+        }
+    )*};
+}
+
+/// Records whose fields match one to one, each converted with `From`.
+macro_rules! same_fields {
+    ($($ty:ident { $($field:ident),* $(,)? })*) => {$(
+        #[allow(clippy::useless_conversion)]
+        impl From<m::$ty> for t::$ty {
+            #[inline]
+            fn from(v: m::$ty) -> Self {
+                t::$ty { $($field: v.$field.into(),)* }
+            }
+        }
+
+        #[allow(clippy::useless_conversion)]
+        impl From<t::$ty> for m::$ty {
+            #[inline]
+            fn from(v: t::$ty) -> Self {
+                m::$ty { $($field: v.$field.into(),)* }
+            }
+        }
+    )*};
+}
+
+/// The `out-buf` and `in-buf` resources and the empty `types` host trait
+/// of one WIT version's bindings (`$host`, `$t`), onto [`PluginState`]'s
+/// buffer methods: every version lends the same buffers.
+macro_rules! buffer_resources {
+    ($host:ident, $t:ident) => {
+        impl $host::HostOutBuf for PluginState {
+            #[inline]
+            fn capacity(&mut self, _: Resource<OutBufRep>) -> u64 {
+                self.out_buf_capacity()
+            }
+
+            #[inline]
+            fn written(&mut self, _: Resource<OutBufRep>) -> u64 {
+                self.out_buf_written()
+            }
+
+            #[inline]
+            fn put(&mut self, _: Resource<OutBufRep>, data: Vec<u8>) -> Result<(), $t::Error> {
+                Ok(self.out_buf_put(&data)?)
+            }
+
+            #[inline]
+            fn put_zeros(&mut self, _: Resource<OutBufRep>, count: u64) -> Result<(), $t::Error> {
+                Ok(self.out_buf_put_zeros(count)?)
+            }
+
+            #[inline]
+            fn drop(&mut self, _: Resource<OutBufRep>) -> wasmtime::Result<()> {
+                Ok(())
+            }
+        }
+
+        impl $host::HostInBuf for PluginState {
+            #[inline]
+            fn len(&mut self, _: Resource<InBufRep>) -> u64 {
+                self.in_buf_len()
+            }
+
+            #[inline]
+            fn read(
+                &mut self,
+                _: Resource<InBufRep>,
+                offset: u64,
+                len: u64,
+            ) -> Result<Vec<u8>, $t::Error> {
+                Ok(self.in_buf_read(offset, len)?)
+            }
+
+            #[inline]
+            fn drop(&mut self, _: Resource<InBufRep>) -> wasmtime::Result<()> {
+                Ok(())
+            }
+        }
+
+        impl $t::Host for PluginState {}
+    };
+}
+
+/// The host calls whose signatures no WIT version has changed, for one
+/// version's `host` trait (`$t` its types module).
+macro_rules! version_independent_host_calls {
+    ($t:ident) => {
+        #[inline]
+        fn register_frame(&mut self, registration: $t::FrameRegistration) -> Result<(), $t::Error> {
+            Ok(PluginState::register_frame(self, registration.into())?)
+        }
+
+        #[inline]
+        fn unregister_frame(&mut self, frame_type: u64) -> Result<(), $t::Error> {
+            Ok(PluginState::unregister_frame(self, frame_type)?)
+        }
+
+        #[inline]
+        fn register_transport_parameter(&mut self, id: u64) -> Result<(), $t::Error> {
+            Ok(PluginState::register_transport_parameter(self, id)?)
+        }
+
+        #[inline]
+        fn enable(&mut self) {
+            PluginState::enable(self)
+        }
+
+        #[inline]
+        fn set_timer(&mut self, id: u64, at: u64) -> Result<(), $t::Error> {
+            Ok(PluginState::set_timer(self, id, at)?)
+        }
+
+        #[inline]
+        fn cancel_timer(&mut self, id: u64) -> Result<(), $t::Error> {
+            Ok(PluginState::cancel_timer(self, id)?)
+        }
+
+        #[inline]
+        fn now(&mut self) -> u64 {
+            PluginState::now(self)
+        }
+
+        #[inline]
+        fn random_bytes(&mut self, len: u32) -> Result<Vec<u8>, $t::Error> {
+            Ok(PluginState::random_bytes(self, len)?)
+        }
+    };
+}
+
+/// The calls of the exports whose signatures no WIT version has changed,
+/// for one version's `Guest` (its `bindings`, and `model` converting the
+/// result).
+macro_rules! version_independent_exports {
+    () => {
+        #[inline]
+        pub(crate) fn init(&mut self, store: &mut Store<PluginState>) -> super::Call<()> {
+            model(self.bindings.core_quic_plugin_routines().call_init(store))
+        }
+
+        #[inline]
+        pub(crate) fn write_transport_parameter(
+            &mut self,
+            store: &mut Store<PluginState>,
+            anchor: m::Anchor,
+            id: u64,
+        ) -> super::Call<()> {
+            let out = Resource::<OutBufRep>::new_borrow(0);
+            let routines = self.bindings.core_quic_plugin_routines();
+            model(routines.call_write_transport_parameter(store, anchor.into(), id, out))
+        }
+
+        #[inline]
+        pub(crate) fn decode_transport_parameter(
+            &mut self,
+            store: &mut Store<PluginState>,
+            anchor: m::Anchor,
+            id: u64,
+        ) -> super::Call<()> {
+            let value = Resource::<InBufRep>::new_borrow(0);
+            let routines = self.bindings.core_quic_plugin_routines();
+            model(routines.call_decode_transport_parameter(store, anchor.into(), id, value))
+        }
+
+        #[inline]
+        pub(crate) fn should_send_frame(
+            &mut self,
+            store: &mut Store<PluginState>,
+            anchor: m::Anchor,
+            frame_type: u64,
+            ctx: m::SendContext,
+        ) -> super::Call<bool> {
+            let routines = self.bindings.core_quic_plugin_routines();
+            model(routines.call_should_send_frame(store, anchor.into(), frame_type, ctx.into()))
+        }
+
+        #[inline]
+        pub(crate) fn on_frame_reserved(
+            &mut self,
+            store: &mut Store<PluginState>,
+            anchor: m::Anchor,
+            frame: m::ExtFrame,
+            ctx: m::SendContext,
+        ) -> super::Call<()> {
+            let routines = self.bindings.core_quic_plugin_routines();
+            model(routines.call_on_frame_reserved(store, anchor.into(), frame.into(), ctx.into()))
+        }
+
+        #[inline]
+        pub(crate) fn notify_frame(
+            &mut self,
+            store: &mut Store<PluginState>,
+            anchor: m::Anchor,
+            frame: m::ExtFrame,
+            outcome: m::FrameOutcome,
+        ) -> super::Call<()> {
+            let routines = self.bindings.core_quic_plugin_routines();
+            model(routines.call_notify_frame(store, anchor.into(), frame.into(), outcome.into()))
+        }
+
+        #[inline]
+        pub(crate) fn parse_frame(
+            &mut self,
+            store: &mut Store<PluginState>,
+            anchor: m::Anchor,
+            frame_type: u64,
+        ) -> super::Call<m::ParsedFrame> {
+            let payload = Resource::<InBufRep>::new_borrow(0);
+            let routines = self.bindings.core_quic_plugin_routines();
+            model(routines.call_parse_frame(store, anchor.into(), frame_type, payload))
+        }
+
+        #[inline]
+        pub(crate) fn on_plugin_timeout(
+            &mut self,
+            store: &mut Store<PluginState>,
+            id: u64,
+            now: u64,
+        ) -> super::Call<()> {
+            model(
+                self.bindings
+                    .core_quic_plugin_routines()
+                    .call_on_plugin_timeout(store, id, now),
+            )
+        }
+    };
+}
+
 pub(crate) mod frame_data;
 pub(crate) mod v0_1;
 pub(crate) mod v0_2;

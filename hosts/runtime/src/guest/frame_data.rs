@@ -14,52 +14,56 @@ const RESET_TOKEN_LEN: usize = 16;
 /// A frame in the layout of §9.6: `(frame-type, values, data)`.
 pub(crate) type FrameData = (u64, Vec<u64>, Vec<u8>);
 
-/// The frame as data. Moves its lists; allocates only the list of values.
+/// The frame as data.
 pub(crate) fn to_data(frame: abi::Frame) -> FrameData {
+    let (mut values, mut data) = (Vec::new(), Vec::new());
+    let ty = write_data(&frame, &mut values, &mut data);
+    (ty, values, data)
+}
+
+/// Lay `frame` out into `values` and `data` (cleared first) and return its
+/// frame type: with buffers kept from call to call, lending a frame to a
+/// routine allocates nothing.
+pub(crate) fn write_data(frame: &abi::Frame, values: &mut Vec<u64>, data: &mut Vec<u8>) -> u64 {
     use abi::Frame as F;
-    let ty = frame.frame_type();
-    let (values, data) = match frame {
+    values.clear();
+    data.clear();
+    match frame {
         F::Padding(n) | F::MaxData(n) | F::DataBlocked(n) | F::RetireConnectionId(n) => {
-            (vec![n], Vec::new())
+            values.push(*n)
         }
-        F::PathChallenge(d) | F::PathResponse(d) | F::Datagram(d) => (vec![d], Vec::new()),
-        F::Ping | F::HandshakeDone => (Vec::new(), Vec::new()),
+        F::PathChallenge(d) | F::PathResponse(d) | F::Datagram(d) => values.push(*d),
+        F::Ping | F::HandshakeDone => {}
         F::Ack(a) => {
-            let mut v = Vec::with_capacity(5 + 2 * a.ranges.len());
-            v.extend([a.largest_acknowledged, a.ack_delay]);
+            values.extend([a.largest_acknowledged, a.ack_delay]);
             if let Some(e) = a.ecn {
-                v.extend([e.ect0, e.ect1, e.ce]);
+                values.extend([e.ect0, e.ect1, e.ce]);
             }
-            v.extend(a.ranges.iter().flat_map(|&(s, l)| [s, l]));
-            (v, Vec::new())
+            values.extend(a.ranges.iter().flat_map(|&(s, l)| [s, l]));
         }
-        F::ResetStream(f) => (vec![f.stream_id, f.error_code, f.final_size], Vec::new()),
-        F::StopSending(f) => (vec![f.stream_id, f.error_code], Vec::new()),
-        F::Crypto(f) => (vec![f.offset, f.length], Vec::new()),
-        F::NewToken(token) => (Vec::new(), token),
-        F::Stream(f) => (
-            vec![f.stream_id, f.offset, f.length, u64::from(f.fin)],
-            Vec::new(),
-        ),
-        F::MaxStreamData(f) => (vec![f.stream_id, f.maximum], Vec::new()),
-        F::MaxStreams(f) | F::StreamsBlocked(f) => (vec![f.maximum], Vec::new()),
-        F::StreamDataBlocked(f) => (vec![f.stream_id, f.limit], Vec::new()),
+        F::ResetStream(f) => values.extend([f.stream_id, f.error_code, f.final_size]),
+        F::StopSending(f) => values.extend([f.stream_id, f.error_code]),
+        F::Crypto(f) => values.extend([f.offset, f.length]),
+        F::NewToken(token) => data.extend_from_slice(token),
+        F::Stream(f) => values.extend([f.stream_id, f.offset, f.length, u64::from(f.fin)]),
+        F::MaxStreamData(f) => values.extend([f.stream_id, f.maximum]),
+        F::MaxStreams(f) | F::StreamsBlocked(f) => values.push(f.maximum),
+        F::StreamDataBlocked(f) => values.extend([f.stream_id, f.limit]),
         F::NewConnectionId(f) => {
-            let mut data = f.connection_id;
+            values.extend([f.sequence, f.retire_prior_to]);
+            data.extend_from_slice(&f.connection_id);
             data.extend_from_slice(&f.stateless_reset_token);
-            (vec![f.sequence, f.retire_prior_to], data)
         }
         F::ConnectionClose(f) => {
-            let values = match (f.application, f.frame_type) {
-                (false, Some(t)) => vec![f.error_code, t],
-                (false, None) => vec![f.error_code, 0],
-                (true, _) => vec![f.error_code],
-            };
-            (values, f.reason)
+            values.push(f.error_code);
+            if !f.application {
+                values.push(f.frame_type.unwrap_or(0));
+            }
+            data.extend_from_slice(&f.reason);
         }
-        F::Extension(e) => (vec![e.tag], Vec::new()),
-    };
-    (ty, values, data)
+        F::Extension(e) => values.push(e.tag),
+    }
+    frame.frame_type()
 }
 
 /// The frame that data in the layout of §9.6 describes, or why it does not

@@ -40,6 +40,9 @@ pub(crate) struct Guest {
     bindings: Plugin,
     /// Reused for `plugin-control`'s arguments.
     args: Vec<t::PluginVal>,
+    /// Reused for the frames lent to `process-frame` and `log-frame`
+    /// (observers of ACK see one per packet received).
+    lent: Option<t::Frame>,
 }
 
 /// A routine's outcome with the generated error type.
@@ -59,6 +62,7 @@ impl Guest {
         Guest {
             bindings,
             args: Vec::new(),
+            lent: None,
         }
     }
 
@@ -92,9 +96,11 @@ impl Guest {
         frame: &m::Frame,
         ctx: m::RxContext,
     ) -> super::Call<()> {
-        let frame = frame_into_wit(frame.clone());
+        let lent = self.lend_frame(frame);
         let routines = self.bindings.core_quic_plugin_routines();
-        model(routines.call_process_frame(store, anchor.into(), &frame, ctx.into()))
+        let r = routines.call_process_frame(store, anchor.into(), &lent, ctx.into());
+        self.lent = Some(lent);
+        model(r)
     }
 
     #[inline]
@@ -104,9 +110,24 @@ impl Guest {
         anchor: m::Anchor,
         frame: &m::Frame,
     ) -> super::Call<String> {
-        let frame = frame_into_wit(frame.clone());
+        let lent = self.lend_frame(frame);
         let routines = self.bindings.core_quic_plugin_routines();
-        model(routines.call_log_frame(store, anchor.into(), &frame))
+        let r = routines.call_log_frame(store, anchor.into(), &lent);
+        self.lent = Some(lent);
+        model(r)
+    }
+
+    /// A frame the host keeps, as data, in the buffers of the last frame
+    /// lent (the caller puts them back in `lent`).
+    #[inline]
+    fn lend_frame(&mut self, frame: &m::Frame) -> t::Frame {
+        let mut lent = self.lent.take().unwrap_or(t::Frame {
+            frame_type: 0,
+            values: Vec::new(),
+            data: Vec::new(),
+        });
+        lent.frame_type = frame_data::write_data(frame, &mut lent.values, &mut lent.data);
+        lent
     }
 
     #[inline]

@@ -173,7 +173,11 @@ fn results_into_model(r: Call<Vec<t::PluginVal>>) -> super::Call<Vec<m::PluginVa
 }
 
 fn vals_into_model(vals: Vec<t::PluginVal>) -> Result<Vec<m::PluginVal>, String> {
-    vals.into_iter().map(val_into_model).collect()
+    let mut out = Vec::with_capacity(vals.len());
+    for v in vals {
+        out.push(val_into_model(v)?);
+    }
+    Ok(out)
 }
 
 /// The manifest in the model, or the identifiers this host does not know.
@@ -312,8 +316,9 @@ impl host::Host for PluginState {
 
 // Conversions between the generated types and the model.
 
-/// A frame as data (§9.6).
-#[inline]
+/// A frame as data (§9.6). Out of line, so that the scalar cases of
+/// `plugin-val`, which are most values, inline into the loops over lists.
+#[inline(never)]
 fn frame_into_wit(frame: m::Frame) -> t::Frame {
     let (frame_type, values, data) = frame_data::to_data(frame);
     t::Frame {
@@ -324,7 +329,8 @@ fn frame_into_wit(frame: m::Frame) -> t::Frame {
 }
 
 /// The frame a plugin's data describes, or why it does not fit its layout.
-#[inline]
+/// Out of line, as [`frame_into_wit`].
+#[inline(never)]
 fn frame_into_model(frame: t::Frame) -> Result<m::Frame, String> {
     frame_data::from_data(frame.frame_type, frame.values, frame.data)
 }

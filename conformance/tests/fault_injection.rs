@@ -110,6 +110,14 @@ fn loading_a_host_without_the_compatibility_layer_fails() {
 }
 
 #[test]
+fn routines_a_host_that_loses_unknown_error_kinds_fails() {
+    catches(
+        "routines.an-error-of-an-unknown-kind-reaches-the-caller-as-it-is",
+        "unknown-error-kinds-as-failed",
+    );
+}
+
+#[test]
 fn host_calls_a_host_that_takes_frames_of_any_layout_fails() {
     catches(
         "host-calls.in-a-define-send-routine",

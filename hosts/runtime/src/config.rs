@@ -86,11 +86,14 @@ pub enum InjectedFault {
     /// Take a frame from a plugin whose values do not fit its type's layout
     /// as a PING instead of refusing it (CQ-RECV-9).
     UncheckedFrameLayouts,
+    /// Report an error of a kind no release allocated as `failed`, losing
+    /// its kind and value (CQ-API-19).
+    UnknownErrorKindsAsFailed,
 }
 
 impl InjectedFault {
     /// Every switch, in declaration order.
-    pub const ALL: [InjectedFault; 13] = [
+    pub const ALL: [InjectedFault; 14] = [
         InjectedFault::AcceptForeignAbi,
         InjectedFault::UncountedDenials,
         InjectedFault::KeepHaltAfterRemoval,
@@ -104,6 +107,7 @@ impl InjectedFault {
         InjectedFault::TrustLyingEmbeddedManifest,
         InjectedFault::NoCompatibilityLayer,
         InjectedFault::UncheckedFrameLayouts,
+        InjectedFault::UnknownErrorKindsAsFailed,
     ];
 
     /// Its command-line name.
@@ -122,6 +126,7 @@ impl InjectedFault {
             InjectedFault::TrustLyingEmbeddedManifest => "trust-lying-embedded-manifest",
             InjectedFault::NoCompatibilityLayer => "no-compatibility-layer",
             InjectedFault::UncheckedFrameLayouts => "unchecked-frame-layouts",
+            InjectedFault::UnknownErrorKindsAsFailed => "unknown-error-kinds-as-failed",
         }
     }
 

@@ -278,6 +278,14 @@ impl PluginSet {
             Ok(Err(e)) => {
                 slot.errors += 1;
                 slot.live = Some(live);
+                let e = match e {
+                    Error::Other { message, .. }
+                        if self.injected.has(InjectedFault::UnknownErrorKindsAsFailed) =>
+                    {
+                        Error::Failed(message)
+                    }
+                    e => e,
+                };
                 Err(CallFailure::Plugin(e))
             }
             Err(trap) => {

@@ -51,6 +51,11 @@ const CONTROL_CALL_TRAPPING: u64 = 0x61_7006;
 /// Asks for one more frame, sent on its own once the connection is idle
 /// (CQ-SEND-6); its acknowledgement is logged as `late frame acked`.
 const CONTROL_LATE_FRAME: u64 = 0x61_7007;
+/// Fails with an error of kind 0x3ffe, which no release allocated: the host
+/// passes it to the caller as it is (CQ-API-19).
+const CONTROL_LATER_ERROR: u64 = 0x61_7008;
+/// The unallocated error kind CONTROL_LATER_ERROR returns.
+const LATER_ERROR_KIND: ErrorKind = 0x3ffe;
 const OBSERVER_TRAP: u64 = 0x4f_0006;
 const LATE_TAG: u64 = 100;
 /// The error the AFTER observer returns: the host counts it and ignores it.
@@ -345,6 +350,7 @@ impl Plugin for ApiProbe {
             .control(CONTROL_ECHO)
             .control(CONTROL_CALL_TRAPPING)
             .control(CONTROL_LATE_FRAME)
+            .control(CONTROL_LATER_ERROR)
             // Duplicates have the effect of one entry (CQ-LOAD-8).
             .control(CONTROL_ECHO)
             .reads(&[field::IS_SERVER])
@@ -573,6 +579,11 @@ impl Plugin for ApiProbe {
                 self.late = true;
                 Ok(Vec::new())
             }
+            CONTROL_LATER_ERROR => Err(Error::new(
+                LATER_ERROR_KIND,
+                7,
+                "an error of a later release",
+            )),
             _ => Err(Error::not_found("unknown plugin-control id")),
         }
     }

@@ -716,16 +716,12 @@ impl PluginSet {
             data.out.clear();
             data.out_capacity = room;
             let r = g.write_frame(s, anchor, frame_type, ctx, defined)?;
-            if anchor != Anchor::Define {
-                return Ok(r.map(|_| None));
-            }
-            let bytes = &s.data().out;
-            Ok(r.map(|tag| {
+            if let (Anchor::Define, Ok(tag)) = (anchor, &r) {
+                let bytes = &s.data().out;
                 out.extend_from_slice(bytes);
-                let frame = tag.map(|tag| ExtFrame { frame_type, tag });
-                defined = frame.map(|f| (f, bytes.len() as u64));
-                Some((frame, bytes.len()))
-            }))
+                defined = tag.map(|tag| (ExtFrame { frame_type, tag }, bytes.len() as u64));
+            }
+            Ok(r)
         });
         let n = out.len() - start;
         let refuse = |out: &mut Vec<u8>, why: String| {
@@ -733,21 +729,14 @@ impl PluginSet {
             Err(RoutineError::InvalidResult(format!("write-frame: {why}")))
         };
         match written {
-            Ok(Some((Some(frame), _))) if n == 0 => {
-                let _ = frame;
-                refuse(out, "returned a tag but wrote nothing".into())
-            }
-            Ok(Some((Some(frame), _))) => {
-                // Only the registered frame may reach the packet (CQ-SEND-11).
-                match crate::frames::check_written(frame_type, &out[start..]) {
-                    Ok(()) => Ok(Some((frame, n))),
-                    Err(why) => refuse(out, why),
-                }
-            }
-            Ok(Some((None, _))) if n > 0 => {
-                refuse(out, format!("returned none but wrote {n} bytes"))
-            }
-            Ok(_) => Ok(None),
+            Ok(Some(_)) if n == 0 => refuse(out, "returned a tag but wrote nothing".into()),
+            // Only the registered frame may reach the packet (CQ-SEND-11).
+            Ok(Some(tag)) => match crate::frames::check_written(frame_type, &out[start..]) {
+                Ok(()) => Ok(Some((ExtFrame { frame_type, tag }, n))),
+                Err(why) => refuse(out, why),
+            },
+            Ok(None) if n > 0 => refuse(out, format!("returned none but wrote {n} bytes")),
+            Ok(None) => Ok(None),
             Err(e) => {
                 out.truncate(start);
                 Err(e)

@@ -506,26 +506,6 @@ impl Guest {
         dispatch!(self, on_plugin_timeout(store, id, now))
     }
 
-    /// Export `call-routine` (routines added after 0.2.0; a 0.1.0 plugin
-    /// has none).
-    #[inline]
-    #[allow(dead_code)] // no routine is dispatched through it in 0.2.0
-    pub(crate) fn call_routine(
-        &mut self,
-        store: &mut Store<PluginState>,
-        routine: u32,
-        anchor: Anchor,
-        param: u64,
-        args: &[PluginVal],
-    ) -> Call<Vec<PluginVal>> {
-        match self {
-            Guest::V0_1(_) => Ok(Err(Error::Unsupported(
-                "a 0.1.0 plugin has no routine added after 0.2.0".into(),
-            ))),
-            Guest::V0_2(g) => g.call_routine(store, routine, anchor, param, args),
-        }
-    }
-
     /// Export `plugin-control`.
     #[inline]
     pub(crate) fn plugin_control(

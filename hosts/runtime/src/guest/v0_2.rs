@@ -147,19 +147,6 @@ impl Guest {
         }
         results_into_model(r)
     }
-
-    pub(crate) fn call_routine(
-        &mut self,
-        store: &mut Store<PluginState>,
-        routine: u32,
-        anchor: m::Anchor,
-        param: u64,
-        args: &[m::PluginVal],
-    ) -> super::Call<Vec<m::PluginVal>> {
-        let args: Vec<t::PluginVal> = args.iter().cloned().map(val_into_wit).collect();
-        let routines = self.bindings.core_quic_plugin_routines();
-        results_into_model(routines.call_call_routine(store, routine, anchor.into(), param, &args))
-    }
 }
 
 /// A routine's list of values; one that carries a frame that does not fit

@@ -126,9 +126,10 @@ plugins: setup patches corequic-tool
 	@# A plugin whose embedded manifest is another plugin's (api-probe with
 	@# padding's section): loading.an-embedded-manifest-that-lies-is-refused.
 	@$(COREQUIC) embed-manifest --section-of $(PLUGIN_OUT)/padding.wasm $(PLUGIN_OUT)/cq-api-probe.wasm $(PLUGIN_OUT)/cq-embedded-liar.wasm
-	@# The reference plugins as built against ABI 0.1.0, which hosts run
-	@# through their compatibility layer (plugins/prebuilt/README.md).
-	@for f in plugins/prebuilt/0.1.0/*.wasm; do cp $$f $(PLUGIN_OUT)/abi-0.1.0-$$(basename $$f) || exit 1; done
+	@# The reference plugins as built against earlier ABI versions, which
+	@# hosts run unchanged: 0.1.0 through their compatibility layer, 0.2.0
+	@# as an earlier release of their own line (plugins/prebuilt/README.md).
+	@for v in 0.1.0 0.2.0; do for f in plugins/prebuilt/$$v/*.wasm; do cp $$f $(PLUGIN_OUT)/abi-$$v-$$(basename $$f) || exit 1; done; done
 	@$(MAKE) --no-print-directory c-plugins
 	@echo "plugins in $(PLUGIN_OUT)/"
 

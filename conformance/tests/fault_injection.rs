@@ -110,6 +110,18 @@ fn loading_a_host_without_the_compatibility_layer_fails() {
 }
 
 #[test]
+fn loading_a_host_that_refuses_earlier_releases_of_its_line_fails() {
+    catches(
+        "loading.a-0.2.0-plugin-sends-frames-unchanged-on-a-0.2.1-host",
+        "exact-abi-version-only",
+    );
+    catches(
+        "loading.a-0.2.0-plugin-observes-acks-and-gets-host-errors-unchanged-on-a-0.2.1-host",
+        "exact-abi-version-only",
+    );
+}
+
+#[test]
 fn routines_a_host_that_loses_unknown_error_kinds_fails() {
     catches(
         "routines.an-error-of-an-unknown-kind-reaches-the-caller-as-it-is",
@@ -166,6 +178,11 @@ fn receive_a_host_that_does_not_process_plugin_frames_fails() {
 fn routines_a_host_that_skips_after_observers_fails() {
     catches(
         "routines.after-process-frame-observes-every-ack",
+        "skip-after-observers",
+    );
+    // A 0.1.0 observer gets frame-wire-len and write-frame only at AFTER.
+    catches(
+        "routines.a-0.1.0-observer-of-the-send-routines-is-called-where-write-frame-observers-are",
         "skip-after-observers",
     );
 }

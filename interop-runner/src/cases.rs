@@ -171,6 +171,10 @@ pub static CASES: &[&dyn Case] = &[
         client: "dummy",
     },
     &Dummy {
+        test: "dummy-0.2.0",
+        client: "abi-0.2.0-dummy",
+    },
+    &Dummy {
         test: "dummy-0.1.0",
         client: "abi-0.1.0-dummy",
     },
@@ -693,11 +697,11 @@ impl Case for Bdp {
 }
 
 /// `dummy`: DUMMY frames on both sides, each sent when the previous one is
-/// acknowledged. `dummy-0.1.0` runs the same with the client's DUMMY as
-/// built against ABI 0.1.0 (`plugins/prebuilt/0.1.0`, which `make plugins`
-/// copies as `abi-0.1.0-dummy`) and the server's against the current ABI:
-/// a plugin binary from before 0.2 interoperates through the hosts'
-/// compatibility layer.
+/// acknowledged. `dummy-0.2.0` and `dummy-0.1.0` run the same with the
+/// client's DUMMY as built against an earlier ABI (`plugins/prebuilt/<v>`,
+/// which `make plugins` copies as `abi-<v>-dummy`) and the server's against
+/// the current one: a 0.2.0 binary runs unchanged on a 0.2.1 host, a 0.1.0
+/// binary through the hosts' compatibility layer.
 struct Dummy {
     /// The test's name.
     test: &'static str,

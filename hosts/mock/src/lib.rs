@@ -201,6 +201,21 @@ impl HostConnection for MockConnection {
             FieldId::BytesInFlight => PluginVal::U64(self.bytes_in_flight),
             FieldId::CongestionWindow => PluginVal::U64(self.cwnd),
             FieldId::Ssthresh => opt(self.ssthresh),
+            // A fixed handshake: the server's ID is 8 bytes of 0x5e, the
+            // client's 8 bytes of 0xc1; each endpoint sends to the other's.
+            FieldId::SourceConnectionId | FieldId::DestinationConnectionId => {
+                let server = self.is_server == (field.id == FieldId::SourceConnectionId);
+                PluginVal::Bytes(vec![if server { 0x5e } else { 0xc1 }; 8])
+            }
+            // The mock validates the peer's address at once.
+            FieldId::AmplificationBudget => PluginVal::None,
+            // The mock reads no ECN codepoints.
+            FieldId::EcnEct0Count | FieldId::EcnEct1Count | FieldId::EcnCeCount => PluginVal::None,
+            FieldId::PeerIdleTimeout => PluginVal::Duration(30_000 * MS),
+            FieldId::PeerMaxUdpPayloadSize => PluginVal::U64(65_527),
+            FieldId::PeerAckDelayExponent => PluginVal::U64(3),
+            FieldId::PeerActiveConnectionIdLimit => PluginVal::U64(2),
+            FieldId::LocalMaxAckDelay => PluginVal::Duration(25 * MS),
         })
     }
 

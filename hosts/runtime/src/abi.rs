@@ -620,6 +620,31 @@ pub enum FieldId {
     Ssthresh = 24,
     /// u64 bytes, read-only.
     MaxDatagramSize = 25,
+    /// bytes, read-only (since 0.2.1): the Source Connection ID this
+    /// endpoint chose in the handshake (its initial_source_connection_id).
+    SourceConnectionId = 26,
+    /// bytes, read-only (since 0.2.1): the Destination Connection ID this
+    /// endpoint puts in the packets it sends on the current path.
+    DestinationConnectionId = 27,
+    /// u64 bytes or none, read-only (since 0.2.1): what this endpoint may
+    /// still send before the peer's address is validated; none once it is.
+    AmplificationBudget = 28,
+    /// u64 or none, read-only, per space (since 0.2.1): ECT(0) packets received.
+    EcnEct0Count = 29,
+    /// u64 or none, read-only, per space (since 0.2.1): ECT(1) packets received.
+    EcnEct1Count = 30,
+    /// u64 or none, read-only, per space (since 0.2.1): ECN-CE packets received.
+    EcnCeCount = 31,
+    /// duration, read-only (since 0.2.1): the peer's max_idle_timeout.
+    PeerIdleTimeout = 32,
+    /// u64 bytes, read-only (since 0.2.1): the peer's max_udp_payload_size.
+    PeerMaxUdpPayloadSize = 33,
+    /// u64, read-only (since 0.2.1): the peer's ack_delay_exponent.
+    PeerAckDelayExponent = 34,
+    /// u64, read-only (since 0.2.1): the peer's active_connection_id_limit.
+    PeerActiveConnectionIdLimit = 35,
+    /// duration, read-only (since 0.2.1): this endpoint's max_ack_delay.
+    LocalMaxAckDelay = 36,
 }
 cases_debug!(FieldId {
     IsServer,
@@ -647,6 +672,17 @@ cases_debug!(FieldId {
     CongestionWindow,
     Ssthresh,
     MaxDatagramSize,
+    SourceConnectionId,
+    DestinationConnectionId,
+    AmplificationBudget,
+    EcnEct0Count,
+    EcnEct1Count,
+    EcnCeCount,
+    PeerIdleTimeout,
+    PeerMaxUdpPayloadSize,
+    PeerAckDelayExponent,
+    PeerActiveConnectionIdLimit,
+    LocalMaxAckDelay,
 });
 
 /// A reference to one field: `space` is required for per-space fields
@@ -909,7 +945,7 @@ cases_debug!(LogLevel {
 });
 
 /// The version of the WIT package this runtime implements.
-pub const ABI_VERSION: &str = "0.2.0";
+pub const ABI_VERSION: &str = "0.2.1";
 
 /// The earlier ABI versions whose plugins this runtime also runs, through
 /// its compatibility layer (specification §2.2): one release back.
@@ -940,8 +976,8 @@ pub fn flow_limit_refused(field: FieldId, value: u64) -> Error {
 }
 
 impl FieldId {
-    /// Every field of the ABI, in WIT order.
-    pub const ALL: [FieldId; 25] = [
+    /// Every field of the ABI, in identifier order.
+    pub const ALL: [FieldId; 36] = [
         FieldId::IsServer,
         FieldId::Version,
         FieldId::IsEstablished,
@@ -967,13 +1003,33 @@ impl FieldId {
         FieldId::CongestionWindow,
         FieldId::Ssthresh,
         FieldId::MaxDatagramSize,
+        FieldId::SourceConnectionId,
+        FieldId::DestinationConnectionId,
+        FieldId::AmplificationBudget,
+        FieldId::EcnEct0Count,
+        FieldId::EcnEct1Count,
+        FieldId::EcnCeCount,
+        FieldId::PeerIdleTimeout,
+        FieldId::PeerMaxUdpPayloadSize,
+        FieldId::PeerAckDelayExponent,
+        FieldId::PeerActiveConnectionIdLimit,
+        FieldId::LocalMaxAckDelay,
     ];
+
+    /// The fields of ABI 0.2.0 (and, through the compatibility layer, of
+    /// 0.1.0): identifiers 1 to 25.
+    pub const SINCE_0_2_0: usize = 25;
 
     /// Whether a reference to this field must name a packet-number space.
     pub fn per_space(self) -> bool {
         matches!(
             self,
-            FieldId::NextPacketNumber | FieldId::LargestAcked | FieldId::LargestReceived
+            FieldId::NextPacketNumber
+                | FieldId::LargestAcked
+                | FieldId::LargestReceived
+                | FieldId::EcnEct0Count
+                | FieldId::EcnEct1Count
+                | FieldId::EcnCeCount
         )
     }
 
@@ -1029,6 +1085,17 @@ impl FieldId {
             FieldId::CongestionWindow => "congestion-window",
             FieldId::Ssthresh => "ssthresh",
             FieldId::MaxDatagramSize => "max-datagram-size",
+            FieldId::SourceConnectionId => "source-connection-id",
+            FieldId::DestinationConnectionId => "destination-connection-id",
+            FieldId::AmplificationBudget => "amplification-budget",
+            FieldId::EcnEct0Count => "ecn-ect0-count",
+            FieldId::EcnEct1Count => "ecn-ect1-count",
+            FieldId::EcnCeCount => "ecn-ce-count",
+            FieldId::PeerIdleTimeout => "peer-idle-timeout",
+            FieldId::PeerMaxUdpPayloadSize => "peer-max-udp-payload-size",
+            FieldId::PeerAckDelayExponent => "peer-ack-delay-exponent",
+            FieldId::PeerActiveConnectionIdLimit => "peer-active-connection-id-limit",
+            FieldId::LocalMaxAckDelay => "local-max-ack-delay",
         }
     }
 
@@ -1040,6 +1107,15 @@ impl FieldId {
     /// The field's identifier in the codepoint registry.
     pub fn id(self) -> u32 {
         self as u32
+    }
+
+    /// The ABI version that allocated the field's identifier.
+    pub fn since(self) -> &'static str {
+        if self.id() as usize <= FieldId::SINCE_0_2_0 {
+            "0.2.0"
+        } else {
+            "0.2.1"
+        }
     }
 
     /// The field with registry identifier `id`, if this host knows it.

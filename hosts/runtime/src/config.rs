@@ -89,11 +89,15 @@ pub enum InjectedFault {
     /// Report an error of a kind no release allocated as `failed`, losing
     /// its kind and value (CQ-API-19).
     UnknownErrorKindsAsFailed,
+    /// Load only plugins of exactly the host's own version, refusing those
+    /// of an earlier release of its line (0.2.0 on a 0.2.1 host), as a host
+    /// that compares versions for equality would (CQ-VER-6).
+    ExactAbiVersionOnly,
 }
 
 impl InjectedFault {
     /// Every switch, in declaration order.
-    pub const ALL: [InjectedFault; 14] = [
+    pub const ALL: [InjectedFault; 15] = [
         InjectedFault::AcceptForeignAbi,
         InjectedFault::UncountedDenials,
         InjectedFault::KeepHaltAfterRemoval,
@@ -108,6 +112,7 @@ impl InjectedFault {
         InjectedFault::NoCompatibilityLayer,
         InjectedFault::UncheckedFrameLayouts,
         InjectedFault::UnknownErrorKindsAsFailed,
+        InjectedFault::ExactAbiVersionOnly,
     ];
 
     /// Its command-line name.
@@ -127,6 +132,7 @@ impl InjectedFault {
             InjectedFault::NoCompatibilityLayer => "no-compatibility-layer",
             InjectedFault::UncheckedFrameLayouts => "unchecked-frame-layouts",
             InjectedFault::UnknownErrorKindsAsFailed => "unknown-error-kinds-as-failed",
+            InjectedFault::ExactAbiVersionOnly => "exact-abi-version-only",
         }
     }
 

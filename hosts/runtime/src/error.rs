@@ -76,7 +76,8 @@ impl fmt::Display for LoadError {
                 host_abi,
             } => write!(
                 f,
-                "plugin {plugin} targets Core QUIC ABI {plugin_abi}, but this host implements ABI {host_abi}"
+                "plugin {plugin} targets Core QUIC ABI {plugin_abi}, but this host implements ABI {host_abi} and runs plugins of {} through its compatibility layer (CQ-VER-6)",
+                crate::abi::COMPATIBLE_ABI_VERSIONS.join(", ")
             ),
             LoadError::Unsupported { plugin, missing } => write!(
                 f,

@@ -429,14 +429,14 @@ impl Runtime {
         })
     }
 
-    /// [`abi::abi_supported`], unless the compatibility layer is switched
-    /// off by a fault injection.
+    /// [`abi::abi_supported`], unless a fault injection switches off the
+    /// compatibility layer or every version but the host's own.
     fn abi_supported(&self, version: &str) -> bool {
-        match self
-            .config
-            .injected_faults
-            .has(InjectedFault::NoCompatibilityLayer)
-        {
+        let faults = self.config.injected_faults;
+        if faults.has(InjectedFault::ExactAbiVersionOnly) {
+            return version == abi::ABI_VERSION;
+        }
+        match faults.has(InjectedFault::NoCompatibilityLayer) {
             true => abi::abi_compatible(version, abi::ABI_VERSION),
             false => abi::abi_supported(version),
         }

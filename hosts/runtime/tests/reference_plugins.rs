@@ -1,8 +1,9 @@
 //! The five reference plugins, each through the mock host (spec appendix
 //! A): the plugins this repository builds against the current ABI, and the
-//! same suite with the plugins as built against ABI 0.1.0
-//! (`plugins/prebuilt/0.1.0`), which the runtime runs through its
-//! compatibility layer (spec §2.2).
+//! same suite with the plugins as built against earlier releases: 0.2.0
+//! (`plugins/prebuilt/0.2.0`), which a 0.2.1 runtime runs unchanged
+//! (CQ-VER-6), and 0.1.0 (`plugins/prebuilt/0.1.0`), which it runs through
+//! its compatibility layer (spec §2.2).
 
 mod common;
 
@@ -511,6 +512,13 @@ macro_rules! reference_suite {
 /// The reference plugins as `make plugins` builds them.
 mod current {
     reference_suite!(None, corequic_runtime::abi::ABI_VERSION);
+}
+
+/// The reference plugins as built against ABI 0.2.0, the release before
+/// this runtime's own 0.2.1: no compatibility layer, the component's
+/// 0.2.0 imports and exports resolve to 0.2.1's.
+mod abi_0_2_0 {
+    reference_suite!(Some("0.2.0"), "0.2.0");
 }
 
 /// The reference plugins as built against ABI 0.1.0, through the

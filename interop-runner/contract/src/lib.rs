@@ -33,6 +33,7 @@ pub const MATRIX_TESTS: &[&str] = &[
     "probe",
     "bdp",
     "dummy",
+    "dummy-0.2.0",
     "dummy-0.1.0",
     "dummy+padding",
     "ack-logger",

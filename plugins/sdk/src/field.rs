@@ -79,8 +79,41 @@ pub const SSTHRESH: FieldId = 24;
 /// `max-datagram-size`: u64 bytes, read-only. Since 0.2.0.
 pub const MAX_DATAGRAM_SIZE: FieldId = 25;
 
-/// Every field of ABI 0.2.0, in identifier order.
-pub const ALL: [FieldId; 25] = [
+/// `source-connection-id`: bytes, read-only: the Source Connection ID this endpoint chose in the handshake (its initial_source_connection_id). Since 0.2.1.
+pub const SOURCE_CONNECTION_ID: FieldId = 26;
+
+/// `destination-connection-id`: bytes, read-only: the Destination Connection ID this endpoint puts in the packets it sends on the current path. Since 0.2.1.
+pub const DESTINATION_CONNECTION_ID: FieldId = 27;
+
+/// `amplification-budget`: u64 bytes or none, read-only: what this endpoint may still send before the peer's address is validated (RFC 9000 §8.1); none once it is, and on a client. Since 0.2.1.
+pub const AMPLIFICATION_BUDGET: FieldId = 28;
+
+/// `ecn-ect0-count`: u64 or none, read-only, per space: packets received with ECT(0), as reported in ACK frames (RFC 9000 §13.4.1); none if the endpoint does not count ECN codepoints. Since 0.2.1.
+pub const ECN_ECT0_COUNT: FieldId = 29;
+
+/// `ecn-ect1-count`: u64 or none, read-only, per space: packets received with ECT(1). Since 0.2.1.
+pub const ECN_ECT1_COUNT: FieldId = 30;
+
+/// `ecn-ce-count`: u64 or none, read-only, per space: packets received with ECN-CE. Since 0.2.1.
+pub const ECN_CE_COUNT: FieldId = 31;
+
+/// `peer-idle-timeout`: duration, read-only: the peer's max_idle_timeout (0 = none). Since 0.2.1.
+pub const PEER_IDLE_TIMEOUT: FieldId = 32;
+
+/// `peer-max-udp-payload-size`: u64 bytes, read-only: the peer's max_udp_payload_size. Since 0.2.1.
+pub const PEER_MAX_UDP_PAYLOAD_SIZE: FieldId = 33;
+
+/// `peer-ack-delay-exponent`: u64, read-only: the peer's ack_delay_exponent. Since 0.2.1.
+pub const PEER_ACK_DELAY_EXPONENT: FieldId = 34;
+
+/// `peer-active-connection-id-limit`: u64, read-only: the peer's active_connection_id_limit. Since 0.2.1.
+pub const PEER_ACTIVE_CONNECTION_ID_LIMIT: FieldId = 35;
+
+/// `local-max-ack-delay`: duration, read-only: this endpoint's own max_ack_delay. Since 0.2.1.
+pub const LOCAL_MAX_ACK_DELAY: FieldId = 36;
+
+/// Every field of ABI 0.2.1, in identifier order.
+pub const ALL: [FieldId; 36] = [
     IS_SERVER,
     VERSION,
     IS_ESTABLISHED,
@@ -106,4 +139,15 @@ pub const ALL: [FieldId; 25] = [
     CONGESTION_WINDOW,
     SSTHRESH,
     MAX_DATAGRAM_SIZE,
+    SOURCE_CONNECTION_ID,
+    DESTINATION_CONNECTION_ID,
+    AMPLIFICATION_BUDGET,
+    ECN_ECT0_COUNT,
+    ECN_ECT1_COUNT,
+    ECN_CE_COUNT,
+    PEER_IDLE_TIMEOUT,
+    PEER_MAX_UDP_PAYLOAD_SIZE,
+    PEER_ACK_DELAY_EXPONENT,
+    PEER_ACTIVE_CONNECTION_ID_LIMIT,
+    LOCAL_MAX_ACK_DELAY,
 ];

@@ -28,6 +28,22 @@ use corequic_runtime::{FieldSet, Grants, HostCapabilities, Runtime, RuntimeConfi
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+/// `println!` that ends the process quietly when the reader of stdout has
+/// gone (`corequic inspect p.wasm | head`), as Unix tools do, instead of
+/// panicking.
+macro_rules! println {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if let Err(e) = writeln!(std::io::stdout(), $($arg)*) {
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                std::process::exit(0);
+            }
+            eprintln!("corequic: cannot write to stdout: {e}");
+            std::process::exit(1);
+        }
+    }};
+}
+
 const USAGE: &str = "usage: corequic inspect PLUGIN.wasm [--json]
        corequic check PLUGIN.wasm (--host NAME [--bin-dir DIR] [--hosts-file F] | --endpoint PATH | --capabilities FILE) [--grants SPEC]
        corequic embed-manifest IN.wasm OUT.wasm [--section-of OTHER.wasm]";
@@ -187,6 +203,8 @@ fn inspect(args: &[String]) -> Result<()> {
             "ABI          {PACKAGE}@{v} ({})",
             if corequic_runtime::abi::abi_compatible(v, ABI_VERSION) {
                 format!("compatible with this tool's {ABI_VERSION}")
+            } else if corequic_runtime::abi::abi_supported(v) {
+                format!("runs on this tool's {ABI_VERSION} through the compatibility layer")
             } else {
                 format!("not compatible with this tool's {ABI_VERSION}")
             }

@@ -238,3 +238,41 @@ fn a_wrong_command_line_is_a_usage_error() {
     assert_eq!(code, 2);
     assert!(err.contains("usage: corequic inspect"), "{err}");
 }
+
+/// The reference plugins as built against earlier releases
+/// (`plugins/prebuilt/`, copied by `make plugins` as `abi-<v>-<name>`):
+/// inspect shows their version and how this release runs them, and a host
+/// of this release would load them (CQ-VER-6, CQ-VER-10).
+#[test]
+fn plugins_of_earlier_releases_are_inspected_and_loaded() {
+    let dir = scratch("earlier");
+    let full = capabilities_file(&dir, "full", FieldSet::all_writable());
+    for (version, how) in [
+        (
+            "0.2.0",
+            format!("compatible with this tool's {ABI_VERSION}"),
+        ),
+        (
+            "0.1.0",
+            format!("runs on this tool's {ABI_VERSION} through the compatibility layer"),
+        ),
+    ] {
+        for (file, name) in REFERENCE {
+            let path = plugin(&format!("abi-{version}-{file}"));
+            let (code, out, err) = corequic(&["inspect", path.to_str().expect("path")]);
+            assert_eq!(code, 0, "{file}: {err}");
+            let abi = format!("ABI          core-quic:plugin@{version} ({how})");
+            assert!(out.contains(&abi), "{abi:?} in\n{out}");
+            assert!(out.contains(&format!("abi-version  {version}")), "{out}");
+            let (code, out, err) = corequic(&[
+                "check",
+                path.to_str().expect("path"),
+                "--capabilities",
+                full.to_str().expect("path"),
+            ]);
+            assert_eq!(code, 0, "{file} {version}: {out}{err}");
+            assert!(out.contains(&format!("would load {name} (")), "{out}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -14,7 +14,9 @@
 //! - `routine <name>`: the first call of each routine, in call order.
 //! - `field` {`name`, `space`, `result`}: control 0x617003 reads every
 //!   field; `result` is the value's WIT case (`u64`, `duration`, …, `none`)
-//!   or the error kind's registry name.
+//!   or the error kind's registry name, `number` the value as a number
+//!   (integers, a duration in nanoseconds, the length of bytes; empty
+//!   otherwise).
 //!
 //! - Control 0x617004 exists only if the host denied the host call that
 //!   `manifest` makes; control 0x617005 echoes its arguments.
@@ -28,7 +30,7 @@
 
 extern crate alloc;
 
-use alloc::{string::String, vec, vec::Vec};
+use alloc::{string::String, string::ToString, vec, vec::Vec};
 use corequic_sdk::text::error_kind;
 use corequic_sdk::*;
 use cq_probe_protocol::{FRAME_BODY, FRAME_PROBE, TP_PROBE, TP_VALUE};
@@ -147,7 +149,7 @@ fn value_kind(v: &PluginVal) -> &'static str {
 }
 
 /// Every field with its WIT name, and whether it is read per space.
-const FIELD_TABLE: [(FieldId, &str, bool); 25] = [
+const FIELD_TABLE: [(FieldId, &str, bool); 36] = [
     (field::IS_SERVER, "is-server", false),
     (field::VERSION, "version", false),
     (field::IS_ESTABLISHED, "is-established", false),
@@ -173,7 +175,45 @@ const FIELD_TABLE: [(FieldId, &str, bool); 25] = [
     (field::CONGESTION_WINDOW, "congestion-window", false),
     (field::SSTHRESH, "ssthresh", false),
     (field::MAX_DATAGRAM_SIZE, "max-datagram-size", false),
+    (field::SOURCE_CONNECTION_ID, "source-connection-id", false),
+    (
+        field::DESTINATION_CONNECTION_ID,
+        "destination-connection-id",
+        false,
+    ),
+    (field::AMPLIFICATION_BUDGET, "amplification-budget", false),
+    (field::ECN_ECT0_COUNT, "ecn-ect0-count", true),
+    (field::ECN_ECT1_COUNT, "ecn-ect1-count", true),
+    (field::ECN_CE_COUNT, "ecn-ce-count", true),
+    (field::PEER_IDLE_TIMEOUT, "peer-idle-timeout", false),
+    (
+        field::PEER_MAX_UDP_PAYLOAD_SIZE,
+        "peer-max-udp-payload-size",
+        false,
+    ),
+    (
+        field::PEER_ACK_DELAY_EXPONENT,
+        "peer-ack-delay-exponent",
+        false,
+    ),
+    (
+        field::PEER_ACTIVE_CONNECTION_ID_LIMIT,
+        "peer-active-connection-id-limit",
+        false,
+    ),
+    (field::LOCAL_MAX_ACK_DELAY, "local-max-ack-delay", false),
 ];
+
+/// A value as a number the kit can bound: integers as they are, a
+/// duration in nanoseconds, bytes by their length; empty for the rest.
+fn value_number(v: &PluginVal) -> String {
+    match v {
+        PluginVal::U32(n) => n.to_string(),
+        PluginVal::U64(n) | PluginVal::Duration(n) => n.to_string(),
+        PluginVal::Bytes(b) => b.len().to_string(),
+        _ => String::new(),
+    }
+}
 
 impl ApiProbe {
     fn routine(&mut self, name: &str) {
@@ -322,9 +362,18 @@ impl ApiProbe {
                     Ok(v) => v.first().map(value_kind).unwrap_or("empty"),
                     Err(e) => error_kind(e),
                 };
+                let number = match &r {
+                    Ok(v) => v.first().map(value_number).unwrap_or_default(),
+                    Err(_) => String::new(),
+                };
                 log(
                     "field",
-                    &[("name", name), ("space", space_name), ("result", result)],
+                    &[
+                        ("name", name),
+                        ("space", space_name),
+                        ("result", result),
+                        ("number", &number),
+                    ],
                 );
             }
         }

@@ -34,7 +34,7 @@ use corequic_adapter::{
 };
 use corequic_runtime::abi::{self, FieldId, FieldRef, PluginVal};
 use corequic_runtime::{HostCapabilities, RoutineError};
-use neqo_common::Role;
+use neqo_common::{IpTosEcn, Role};
 use neqo_transport::{
     Extension, ExtensionContext, ExtensionFactory, ExtensionFrame, ObservedFrame, SendContext,
     SendPosition,
@@ -51,10 +51,11 @@ const NEQO_MIN_ACK_DELAY: u64 = 0xff02_de1a;
 
 /// What the neqo host supports: every routine; every field (the hook patch
 /// exposes what neqo keeps private: the latest RTT, the PTO count, the
-/// peer's max ACK delay, ssthresh, connection flow control); the writable
-/// fields are `sending-halted`, `congestion-window` and `ssthresh` (neqo's
-/// congestion controllers, CUBIC and NewReno), `max-tx-data` and
-/// `max-rx-data`.
+/// peer's max ACK delay, ssthresh, connection flow control, and for ABI
+/// 0.2.1's fields the connection IDs, the anti-amplification budget, the
+/// ECN counts and the transport parameters); the writable fields are
+/// `sending-halted`, `congestion-window` and `ssthresh` (neqo's congestion
+/// controllers, CUBIC and NewReno), `max-tx-data` and `max-rx-data`.
 pub fn capabilities() -> HostCapabilities {
     corequic_adapter::capabilities(vec![NEQO_MIN_ACK_DELAY])
 }
@@ -134,6 +135,38 @@ impl StackConnection for Neqo<'_, '_> {
             FieldId::BytesInFlight => PluginVal::U64(info.bytes_in_flight as u64),
             FieldId::CongestionWindow => PluginVal::U64(info.cwnd as u64),
             FieldId::Ssthresh => optional_u64(info.ssthresh.map(|s| s as u64)),
+            FieldId::SourceConnectionId => PluginVal::Bytes(info.initial_source_cid.to_vec()),
+            FieldId::DestinationConnectionId => PluginVal::Bytes(
+                info.remote_cid
+                    .ok_or_else(|| abi::Error::NotFound(format!("{}: no path", field.id.name())))?
+                    .to_vec(),
+            ),
+            // A client's address needs no validation (neqo validates its
+            // path when it sets it up).
+            FieldId::AmplificationBudget => optional_u64(
+                info.amplification_limit
+                    .filter(|_| info.is_server)
+                    .map(|b| b as u64),
+            ),
+            FieldId::EcnEct0Count | FieldId::EcnEct1Count | FieldId::EcnCeCount => {
+                let mark = match field.id {
+                    FieldId::EcnEct0Count => IpTosEcn::Ect0,
+                    FieldId::EcnEct1Count => IpTosEcn::Ect1,
+                    _ => IpTosEcn::Ce,
+                };
+                // neqo drops a space's counts with its keys.
+                let counts = info.ecn_received[space].ok_or_else(|| {
+                    abi::Error::NotFound(format!("{}: the space is discarded", field.id.name()))
+                })?;
+                PluginVal::U64(counts[mark])
+            }
+            FieldId::PeerIdleTimeout => PluginVal::from(info.peer_idle_timeout),
+            FieldId::PeerMaxUdpPayloadSize => PluginVal::U64(info.peer_max_udp_payload_size),
+            FieldId::PeerAckDelayExponent => PluginVal::U64(info.peer_ack_delay_exponent),
+            FieldId::PeerActiveConnectionIdLimit => {
+                PluginVal::U64(info.peer_active_connection_id_limit)
+            }
+            FieldId::LocalMaxAckDelay => PluginVal::from(info.local_max_ack_delay),
             id @ (FieldId::IsServer | FieldId::SendingHalted) => return Err(answered_by_core(id)),
         })
     }

@@ -127,6 +127,30 @@ impl StackConnection for Quiche<'_, '_> {
                 Some(s) if s != usize::MAX => PluginVal::U64(s as u64),
                 _ => PluginVal::None,
             },
+            FieldId::SourceConnectionId => PluginVal::Bytes(
+                self.cx
+                    .connection_ids()
+                    .0
+                    .ok_or_else(|| {
+                        abi::Error::NotFound(format!("{}: not chosen yet", field.id.name()))
+                    })?
+                    .to_vec(),
+            ),
+            FieldId::DestinationConnectionId => {
+                PluginVal::Bytes(self.cx.connection_ids().1.to_vec())
+            }
+            FieldId::AmplificationBudget => {
+                optional_u64(info.amplification_budget.map(|b| b as u64))
+            }
+            // quiche does not read the ECN codepoints of received datagrams
+            // (its `RecvInfo` has none) and sends ACK frames without ECN
+            // counts.
+            FieldId::EcnEct0Count | FieldId::EcnEct1Count | FieldId::EcnCeCount => PluginVal::None,
+            FieldId::PeerIdleTimeout => PluginVal::from(info.peer_idle_timeout),
+            FieldId::PeerMaxUdpPayloadSize => PluginVal::U64(info.peer_max_udp_payload_size),
+            FieldId::PeerAckDelayExponent => PluginVal::U64(info.peer_ack_delay_exponent),
+            FieldId::PeerActiveConnectionIdLimit => PluginVal::U64(info.peer_active_conn_id_limit),
+            FieldId::LocalMaxAckDelay => PluginVal::from(info.local_max_ack_delay),
             id @ (FieldId::IsServer | FieldId::SendingHalted) => return Err(answered_by_core(id)),
         })
     }

@@ -137,6 +137,19 @@ impl StackConnection for Quinn<'_, '_> {
                 Some(s) if s != u64::MAX => PluginVal::U64(s),
                 _ => PluginVal::None,
             },
+            FieldId::SourceConnectionId => PluginVal::Bytes(cx.connection_ids().0.to_vec()),
+            FieldId::DestinationConnectionId => PluginVal::Bytes(cx.connection_ids().1.to_vec()),
+            FieldId::AmplificationBudget => optional_u64(cx.amplification_budget()),
+            FieldId::EcnEct0Count => PluginVal::U64(cx.ecn_counts(space_id(field.space)).0),
+            FieldId::EcnEct1Count => PluginVal::U64(cx.ecn_counts(space_id(field.space)).1),
+            FieldId::EcnCeCount => PluginVal::U64(cx.ecn_counts(space_id(field.space)).2),
+            FieldId::PeerIdleTimeout => PluginVal::from(cx.peer_transport_parameters().0),
+            FieldId::PeerMaxUdpPayloadSize => PluginVal::U64(cx.peer_transport_parameters().1),
+            FieldId::PeerAckDelayExponent => PluginVal::U64(cx.peer_transport_parameters().2),
+            FieldId::PeerActiveConnectionIdLimit => {
+                PluginVal::U64(cx.peer_transport_parameters().3)
+            }
+            FieldId::LocalMaxAckDelay => PluginVal::from(cx.local_max_ack_delay()),
             id @ (FieldId::IsServer | FieldId::SendingHalted) => return Err(answered_by_core(id)),
         })
     }

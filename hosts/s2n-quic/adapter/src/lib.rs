@@ -55,7 +55,8 @@ const ADAPTER: &str = "corequic-s2n";
 /// What the s2n-quic host supports: every routine and field; the writable
 /// fields are `sending-halted`, `congestion-window` and `ssthresh` (with the
 /// default Cubic controller), `max-tx-data` and `max-rx-data`.
-/// Packet-number fields are those of the application space only.
+/// Per-space fields (packet numbers, ECN counts) are those of the application
+/// space only.
 pub fn capabilities() -> HostCapabilities {
     // s2n-quic's own parameters (dc and MTU probing extensions).
     corequic_adapter::capabilities(vec![0xdc_0000, 0xdc_0002])
@@ -125,17 +126,14 @@ impl StackConnection for S2n<'_> {
     fn get_field(&mut self, field: FieldRef) -> Result<PluginVal, abi::Error> {
         let cx = &*self.cx;
         let id = field.id;
-        if matches!(
-            id,
-            FieldId::NextPacketNumber | FieldId::LargestAcked | FieldId::LargestReceived
-        ) && matches!(field.space, Some(PnSpace::Initial | PnSpace::Handshake))
-        {
+        if id.per_space() && matches!(field.space, Some(PnSpace::Initial | PnSpace::Handshake)) {
             return Err(abi::Error::NotFound(format!(
                 "s2n-quic shows {} of the application space only",
                 id.name()
             )));
         }
         let (max_tx, tx, max_rx, rx) = cx.flow_control;
+        let tp = &cx.parameters;
         Ok(match id {
             FieldId::Version => PluginVal::U32(cx.version),
             FieldId::IsEstablished => PluginVal::Bool(cx.is_established),
@@ -161,6 +159,30 @@ impl StackConnection for S2n<'_> {
             FieldId::BytesInFlight => PluginVal::U64(u64::from(cx.bytes_in_flight)),
             FieldId::CongestionWindow => PluginVal::U64(u64::from(cx.congestion_window)),
             FieldId::Ssthresh => optional_u64(cx.ssthresh.map(u64::from)),
+            FieldId::SourceConnectionId => match tp.initial_source_connection_id {
+                Some(id) => PluginVal::Bytes(id.as_bytes().to_vec()),
+                None => {
+                    return Err(abi::Error::NotFound(
+                        "s2n-quic sent no initial_source_connection_id".into(),
+                    ));
+                }
+            },
+            FieldId::DestinationConnectionId => {
+                PluginVal::Bytes(cx.destination_connection_id.as_bytes().to_vec())
+            }
+            FieldId::AmplificationBudget => optional_u64(cx.amplification_budget.map(u64::from)),
+            FieldId::EcnEct0Count => PluginVal::U64(cx.ecn_counts.ect_0_count.as_u64()),
+            FieldId::EcnEct1Count => PluginVal::U64(cx.ecn_counts.ect_1_count.as_u64()),
+            FieldId::EcnCeCount => PluginVal::U64(cx.ecn_counts.ce_count.as_u64()),
+            FieldId::PeerIdleTimeout => PluginVal::from(Duration::from(tp.peer_max_idle_timeout)),
+            FieldId::PeerMaxUdpPayloadSize => PluginVal::U64(tp.peer_max_udp_payload_size.as_u64()),
+            FieldId::PeerAckDelayExponent => {
+                PluginVal::U64(u64::from(tp.peer_ack_delay_exponent.as_u8()))
+            }
+            FieldId::PeerActiveConnectionIdLimit => {
+                PluginVal::U64(tp.peer_active_connection_id_limit.as_u64())
+            }
+            FieldId::LocalMaxAckDelay => PluginVal::from(tp.local_max_ack_delay.as_duration()),
             id @ (FieldId::IsServer | FieldId::SendingHalted) => return Err(answered_by_core(id)),
         })
     }

@@ -25,7 +25,7 @@ use corequic_sdk::bindings::exports::core_quic::plugin::routines::Guest;
 use corequic_sdk::{field, permission, routine, trap, varint};
 
 /// Every field of the ABI.
-const FIELDS: [FieldId; 25] = field::ALL;
+const FIELDS: [FieldId; 36] = field::ALL;
 
 /// `CQCHAOS!` followed by the seed, little-endian. The harness finds the
 /// marker in the component and overwrites the 8 bytes after it.

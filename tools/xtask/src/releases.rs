@@ -57,6 +57,27 @@ pub fn check(wit: &Path, releases: &Path) -> Result<String> {
         }
         released.insert(parse_version(&name, &dir)?, dir.join("wit"));
     }
+    // The frozen releases themselves: each one a valid successor of the
+    // one before it, so that a release frozen by hand cannot slip past the
+    // gate once `wit/` has moved on.
+    let chain: Vec<(&Version, &std::path::PathBuf)> = released.iter().collect();
+    for pair in chain.windows(2) {
+        let [(older, older_wit), (newer, newer_wit)] = pair else {
+            continue;
+        };
+        evolution(older_wit, newer_wit)
+            .with_context(|| format!("the released {newer} as a successor of {older}"))?;
+    }
+    let chain_note = match chain.as_slice() {
+        [] | [_] => String::new(),
+        all => format!(
+            " (releases {} each follow from the one before)",
+            all.iter()
+                .map(|(v, _)| v.to_string())
+                .collect::<Vec<_>>()
+                .join(" → ")
+        ),
+    };
     if let Some(frozen) = released.get(&version) {
         let (frozen_files, _) = super::wit_files(frozen)?;
         if frozen_files != current {
@@ -67,7 +88,7 @@ pub fn check(wit: &Path, releases: &Path) -> Result<String> {
             );
         }
         return Ok(format!(
-            "{}: identical to the released {version}",
+            "{}: identical to the released {version}{chain_note}",
             wit.display()
         ));
     }
@@ -84,7 +105,7 @@ pub fn check(wit: &Path, releases: &Path) -> Result<String> {
     };
     evolution(frozen, wit)?;
     Ok(format!(
-        "{}: {version} (not released yet) is a {} change from the released {previous}, and its new items carry @since({version})",
+        "{}: {version} (not released yet) is a {} change from the released {previous}, and its new items carry @since({version}){chain_note}",
         wit.display(),
         if compatible(previous, &version) {
             "compatible"
@@ -384,6 +405,32 @@ mod tests {
         assert!(!compatible(&v("1.9.0"), &v("2.0.0")));
         assert_eq!(next_breaking(&v("0.2.1")), v("0.3.0"));
         assert_eq!(next_breaking(&v("1.2.1")), v("2.0.0"));
+    }
+
+    /// A frozen release that is not a valid successor of the one before it
+    /// fails the gate, even when `wit/` is identical to it.
+    #[test]
+    fn a_frozen_release_that_breaks_its_predecessor_fails_the_gate() {
+        let root =
+            std::env::temp_dir().join(format!("xtask-releases-chain-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let bad_routine = "@since(version = 0.2.1)\nshutdown: func();";
+        for (version, routines) in [("0.2.0", ""), ("0.2.1", bad_routine)] {
+            let dir = root.join("releases").join(version).join("wit");
+            std::fs::create_dir_all(&dir).expect("dir");
+            for (file, text) in package(version, "", routines, "") {
+                std::fs::write(dir.join(file), text).expect("write");
+            }
+        }
+        let wit = root.join("releases/0.2.1/wit");
+        let e = check(&wit, &root.join("releases")).expect_err("a breaking frozen patch release");
+        let _ = std::fs::remove_dir_all(&root);
+        let text = format!("{e:#}");
+        assert!(
+            text.contains("the released 0.2.1 as a successor of 0.2.0")
+                && text.contains("not a compatible change"),
+            "{text}"
+        );
     }
 
     /// The real ABI: a deliberately incompatible edit of `wit/` (a new

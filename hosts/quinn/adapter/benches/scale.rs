@@ -19,16 +19,17 @@
 //! and without plugins; the endpoint binaries serve one connection at a
 //! time, so the in-memory link is how one server holds N of them.
 
+// The bench shares the tests' endpoint setup, not their one-connection Pair.
+#[allow(dead_code)]
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 use bytes::BytesMut;
 use corequic_endpoint::rss_kib;
 use corequic_endpoint::testing::plugin_path;
 use corequic_quinn::{AdapterExtension, Attachment, QuinnPlugins};
 use corequic_runtime::{Grants, Runtime, RuntimeConfig};
-use quinn_proto::{
-    ClientConfig, Connection, ConnectionHandle, DatagramEvent, Endpoint, EndpointConfig, Event,
-    ServerConfig, TransportConfig,
-};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use quinn_proto::{Connection, ConnectionHandle, DatagramEvent, Endpoint, Event, TransportConfig};
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::process::Command;
@@ -118,8 +119,7 @@ impl Side {
 /// (the default pool, 256 instances, holds 64 connections of four plugins;
 /// a connection beyond it would run without plugins).
 fn transport(connections: Option<usize>) -> TransportConfig {
-    let mut t = TransportConfig::default();
-    t.mtu_discovery_config(None);
+    let mut t = common::transport();
     if let Some(n) = connections {
         let config = RuntimeConfig {
             pool_instances: u32::try_from(PLUGINS.len() * n).expect("pool size"),
@@ -144,37 +144,16 @@ fn transport(connections: Option<usize>) -> TransportConfig {
 /// One measurement: `n` connections, the server with plugins or without;
 /// prints `handshakes_per_second kib_per_connection`.
 fn measure(n: usize, with_plugins: bool) {
-    let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).expect("cert");
-    let cert_der = CertificateDer::from(cert.cert.der().to_vec());
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(cert.signing_key.serialize_der()));
-    let mut server_config =
-        ServerConfig::with_single_cert(vec![cert_der.clone()], key).expect("server config");
     // Plugins are compiled and loaded here, before the baseline is taken:
     // what is measured is what each connection adds.
-    server_config.transport_config(Arc::new(transport(with_plugins.then_some(n))));
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(cert_der).expect("root");
-    let mut client_config =
-        ClientConfig::with_root_certificates(Arc::new(roots)).expect("client config");
-    client_config.transport_config(Arc::new(transport(None)));
-    let mut server = Side::new(
-        Endpoint::new(
-            Arc::new(EndpointConfig::default()),
-            Some(Arc::new(server_config)),
-            false,
-            Some([1; 32]),
-        ),
-        4433,
-    );
-    let mut client = Side::new(
-        Endpoint::new(
-            Arc::new(EndpointConfig::default()),
-            None,
-            false,
-            Some([2; 32]),
-        ),
-        4434,
-    );
+    let server_transport = transport(with_plugins.then_some(n));
+    let common::Endpoints {
+        client: client_ep,
+        server: server_ep,
+        client_config,
+    } = common::Endpoints::new(transport(None), server_transport);
+    let mut server = Side::new(server_ep, 4433);
+    let mut client = Side::new(client_ep, 4434);
 
     let before = rss_kib().expect("VmRSS");
     let started = Instant::now();

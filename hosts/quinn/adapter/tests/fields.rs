@@ -9,15 +9,15 @@
 //! `ExtensionContext`, the same getters the adapter's `get_field` maps
 //! (the conformance kit's `fields.*` cases check that mapping end to end).
 
-use bytes::BytesMut;
+mod common;
+
+use common::Pair;
 use quinn_proto::{
-    ClientConfig, Connection, ConnectionHandle, DatagramEvent, EcnCodepoint, Endpoint,
-    EndpointConfig, Extension, ExtensionContext, ExtensionFactory, ServerConfig, Side, SpaceId,
+    Connection, EcnCodepoint, Extension, ExtensionContext, ExtensionFactory, Side, SpaceId,
     TransportConfig,
 };
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use std::any::Any;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -37,9 +37,9 @@ impl ExtensionFactory for Empty {
     }
 }
 
+/// A transport with the empty extension and `idle` as its idle timeout.
 fn transport(idle: Duration) -> TransportConfig {
-    let mut t = TransportConfig::default();
-    t.mtu_discovery_config(None);
+    let mut t = common::transport();
     t.max_idle_timeout(Some(idle.try_into().expect("idle timeout")));
     t.extension_factory(Some(Arc::new(Empty)));
     t
@@ -53,145 +53,6 @@ fn read<R>(conn: &mut Connection, now: Instant, f: impl FnOnce(&ExtensionContext
 const CLIENT_IDLE: Duration = Duration::from_secs(7);
 const SERVER_IDLE: Duration = Duration::from_secs(11);
 
-struct Pair {
-    now: Instant,
-    client_ep: Endpoint,
-    server_ep: Endpoint,
-    client: (ConnectionHandle, Connection),
-    server: Option<(ConnectionHandle, Connection)>,
-    client_addr: SocketAddr,
-    server_addr: SocketAddr,
-}
-
-impl Pair {
-    fn new() -> Pair {
-        let now = Instant::now();
-        let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).expect("cert");
-        let cert_der = CertificateDer::from(cert.cert.der().to_vec());
-        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(cert.signing_key.serialize_der()));
-        let mut server_config =
-            ServerConfig::with_single_cert(vec![cert_der.clone()], key).expect("server config");
-        server_config.transport_config(Arc::new(transport(SERVER_IDLE)));
-        let server_ep = Endpoint::new(
-            Arc::new(EndpointConfig::default()),
-            Some(Arc::new(server_config)),
-            false,
-            Some([1; 32]),
-        );
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(cert_der).expect("root");
-        let mut client_config =
-            ClientConfig::with_root_certificates(Arc::new(roots)).expect("client config");
-        client_config.transport_config(Arc::new(transport(CLIENT_IDLE)));
-        let mut client_ep = Endpoint::new(
-            Arc::new(EndpointConfig::default()),
-            None,
-            false,
-            Some([2; 32]),
-        );
-        let server_addr = SocketAddr::from((Ipv4Addr::LOCALHOST, 4433));
-        let client = client_ep
-            .connect(now, client_config, server_addr, "localhost")
-            .expect("connect");
-        Pair {
-            now,
-            client_ep,
-            server_ep,
-            client,
-            server: None,
-            client_addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 4434)),
-            server_addr,
-        }
-    }
-
-    fn client(&mut self) -> &mut Connection {
-        &mut self.client.1
-    }
-
-    fn server(&mut self) -> &mut Connection {
-        &mut self.server.as_mut().expect("server connection").1
-    }
-
-    fn client_transmit(&mut self) -> Vec<Vec<u8>> {
-        let (ch, conn) = &mut self.client;
-        let out = transmit(conn, self.now);
-        while let Some(ev) = conn.poll_endpoint_events() {
-            if let Some(ev) = self.client_ep.handle_event(*ch, ev) {
-                conn.handle_event(ev);
-            }
-        }
-        out
-    }
-
-    fn server_transmit(&mut self) -> Vec<Vec<u8>> {
-        let Some((ch, conn)) = &mut self.server else {
-            return Vec::new();
-        };
-        let out = transmit(conn, self.now);
-        while let Some(ev) = conn.poll_endpoint_events() {
-            if let Some(ev) = self.server_ep.handle_event(*ch, ev) {
-                conn.handle_event(ev);
-            }
-        }
-        out
-    }
-
-    fn deliver_to_server(&mut self, datagrams: Vec<Vec<u8>>, ecn: Option<EcnCodepoint>) {
-        for d in datagrams {
-            let mut buf = Vec::new();
-            let event = self.server_ep.handle(
-                self.now,
-                self.client_addr,
-                None,
-                ecn,
-                BytesMut::from(&d[..]),
-                &mut buf,
-            );
-            match event {
-                Some(DatagramEvent::NewConnection(incoming)) => {
-                    let accepted = self
-                        .server_ep
-                        .accept(incoming, self.now, &mut buf, None)
-                        .expect("accept");
-                    self.server = Some(accepted);
-                }
-                Some(DatagramEvent::ConnectionEvent(_, ev)) => self.server().handle_event(ev),
-                Some(DatagramEvent::Response(_)) | None => {}
-            }
-        }
-    }
-
-    fn deliver_to_client(&mut self, datagrams: Vec<Vec<u8>>, ecn: Option<EcnCodepoint>) {
-        for d in datagrams {
-            let mut buf = Vec::new();
-            let event = self.client_ep.handle(
-                self.now,
-                self.server_addr,
-                None,
-                ecn,
-                BytesMut::from(&d[..]),
-                &mut buf,
-            );
-            if let Some(DatagramEvent::ConnectionEvent(_, ev)) = event {
-                self.client().handle_event(ev);
-            }
-        }
-    }
-}
-
-fn transmit(conn: &mut Connection, now: Instant) -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        let Some(t) = conn.poll_transmit(now, 1, &mut buf) else {
-            break;
-        };
-        out.push(buf[..t.size].to_vec());
-    }
-    out
-}
-
 fn total(datagrams: &[Vec<u8>]) -> u64 {
     datagrams.iter().map(|d| d.len() as u64).sum()
 }
@@ -204,7 +65,7 @@ fn ecn(conn: &mut Connection, now: Instant) -> [(u64, u64, u64); 3] {
 
 #[test]
 fn the_fields_of_abi_0_2_1_read_quinns_state() {
-    let mut p = Pair::new();
+    let mut p = Pair::new(transport(CLIENT_IDLE), transport(SERVER_IDLE));
     let now = p.now;
 
     // Before anything is received: the peer's parameters are their defaults,
@@ -222,7 +83,7 @@ fn the_fields_of_abi_0_2_1_read_quinns_state() {
     assert_eq!(ecn(p.client(), now), [(0, 0, 0); 3]);
 
     // The client's Initial, marked ECT(0).
-    let initial = p.client_transmit();
+    let initial = p.client_transmit(usize::MAX);
     let received = total(&initial);
     p.deliver_to_server(initial, Some(EcnCodepoint::Ect0));
     let (server_scid, server_dcid) = read(p.server(), now, |cx| cx.connection_ids());
@@ -244,7 +105,7 @@ fn the_fields_of_abi_0_2_1_read_quinns_state() {
     assert_eq!(ecn(p.server(), now)[0], (1, 0, 0));
 
     // The server's flight, marked CE, uses up part of the budget.
-    let flight = p.server_transmit();
+    let flight = p.server_transmit(usize::MAX);
     let sent = total(&flight);
     assert_eq!(
         read(p.server(), now, |cx| cx.amplification_budget()),
@@ -275,7 +136,7 @@ fn the_fields_of_abi_0_2_1_read_quinns_state() {
     assert!((1200..=65527).contains(&server_params.1));
 
     // The client's Handshake validates its address: no budget any more.
-    let finished = p.client_transmit();
+    let finished = p.client_transmit(usize::MAX);
     p.deliver_to_server(finished, Some(EcnCodepoint::Ect1));
     assert_eq!(read(p.server(), now, |cx| cx.amplification_budget()), None);
     let server_ecn = ecn(p.server(), now);
@@ -283,9 +144,9 @@ fn the_fields_of_abi_0_2_1_read_quinns_state() {
 
     // Settle the handshake without marks, then count 1-RTT PINGs exactly.
     for _ in 0..10 {
-        let s = p.server_transmit();
+        let s = p.server_transmit(usize::MAX);
         p.deliver_to_client(s, None);
-        let c = p.client_transmit();
+        let c = p.client_transmit(usize::MAX);
         if c.is_empty() {
             break;
         }
@@ -295,7 +156,7 @@ fn the_fields_of_abi_0_2_1_read_quinns_state() {
     let before = ecn(p.server(), now);
     for _ in 0..3 {
         p.client().ping();
-        let c = p.client_transmit();
+        let c = p.client_transmit(usize::MAX);
         assert_eq!(c.len(), 1);
         p.deliver_to_server(c, Some(EcnCodepoint::Ect0));
     }

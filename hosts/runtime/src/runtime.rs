@@ -267,6 +267,12 @@ impl Runtime {
         wasm.epoch_interruption(true);
         wasm.wasm_component_model(true);
         wasm.max_wasm_stack(256 << 10);
+        // Copy a plugin's few kilobytes of data segments into its memory at
+        // instantiation instead of mapping its memory image copy-on-write:
+        // a fresh pooled slot then needs no mmap, and attaching four
+        // plugins to a connection takes about 80 µs instead of 124 µs
+        // (docs/measurements.md, "Scale").
+        wasm.memory_init_cow(false);
         wasm.strategy(match config.compiler {
             crate::config::Compiler::Cranelift => wasmtime::Strategy::Cranelift,
             crate::config::Compiler::Winch => wasmtime::Strategy::Winch,

@@ -142,7 +142,7 @@ fn transport(connections: Option<usize>) -> TransportConfig {
 }
 
 /// One measurement: `n` connections, the server with plugins or without;
-/// prints `handshakes_per_second kib_per_connection`.
+/// prints `handshakes_per_second kib_per_connection close_us_per_connection`.
 fn measure(n: usize, with_plugins: bool) {
     // Plugins are compiled and loaded here, before the baseline is taken:
     // what is measured is what each connection adds.
@@ -201,10 +201,16 @@ fn measure(n: usize, with_plugins: bool) {
         if with_plugins { n } else { 0 },
         "connections with plugins"
     );
+    // Closing: what dropping the server's connections costs, plugins'
+    // instances returned to the pool included.
+    let closing = Instant::now();
+    server.connections.clear();
+    let closed = closing.elapsed().as_secs_f64();
     println!(
-        "{:.1} {:.1}",
+        "{:.1} {:.1} {:.1}",
         n as f64 / elapsed,
-        after.saturating_sub(before) as f64 / n as f64
+        after.saturating_sub(before) as f64 / n as f64,
+        closed * 1e6 / n as f64
     );
 }
 
@@ -224,9 +230,10 @@ fn main() {
     }
     // cargo bench passes `--bench`; anything else is ignored.
     let exe = std::env::current_exe().expect("own path");
-    let run = |n: usize, config: &str| -> (f64, f64) {
+    let run = |n: usize, config: &str| -> (f64, f64, f64) {
         let mut rates = Vec::new();
         let mut kib = Vec::new();
+        let mut drops = Vec::new();
         for _ in 0..RUNS {
             let out = Command::new(&exe)
                 .args(["--measure", &n.to_string(), config])
@@ -243,18 +250,19 @@ fn main() {
                 .map(|f| f.parse::<f64>().expect("number"));
             rates.push(fields.next().expect("rate"));
             kib.push(fields.next().expect("memory"));
+            drops.push(fields.next().expect("drop"));
         }
-        (median(rates), median(kib))
+        (median(rates), median(kib), median(drops))
     };
     println!(
-        "| connections | handshakes/s, no plugins | handshakes/s, 4 plugins | ratio | KiB/connection, no plugins | KiB/connection, 4 plugins | extra KiB/connection |"
+        "| connections | handshakes/s, no plugins | handshakes/s, 4 plugins | ratio | KiB/connection, no plugins | KiB/connection, 4 plugins | extra KiB/connection | close µs/connection, no plugins | close µs/connection, 4 plugins |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for n in COUNTS {
-        let (rate0, kib0) = run(n, "none");
-        let (rate4, kib4) = run(n, "plugins");
+        let (rate0, kib0, drop0) = run(n, "none");
+        let (rate4, kib4, drop4) = run(n, "plugins");
         println!(
-            "| {n} | {rate0:.0} | {rate4:.0} | {:.1} % | {kib0:.1} | {kib4:.1} | {:.1} |",
+            "| {n} | {rate0:.0} | {rate4:.0} | {:.1} % | {kib0:.1} | {kib4:.1} | {:.1} | {drop0:.1} | {drop4:.1} |",
             100.0 * rate4 / rate0,
             kib4 - kib0
         );

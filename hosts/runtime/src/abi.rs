@@ -1109,15 +1109,6 @@ impl FieldId {
         self as u32
     }
 
-    /// The ABI version that allocated the field's identifier.
-    pub fn since(self) -> &'static str {
-        if self.id() as usize <= FieldId::SINCE_0_2_0 {
-            "0.2.0"
-        } else {
-            "0.2.1"
-        }
-    }
-
     /// The field with registry identifier `id`, if this host knows it.
     pub fn from_id(id: u32) -> Option<FieldId> {
         FieldId::ALL.into_iter().find(|f| f.id() == id)

@@ -236,7 +236,7 @@ pub fn run(config: &ChaosConfig) -> Result<Vec<SeedResult>, String> {
         };
         let spec = RunSpec {
             label: name.clone(),
-            link: crate::run::kit_link(Duration::ZERO),
+            link: crate::run::kit_link(Duration::ZERO, false),
             file_size: config.size,
             server,
             client,

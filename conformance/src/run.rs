@@ -36,8 +36,9 @@ pub struct Target {
 }
 
 /// The link of every kit run: loopback through the recording relay, with
-/// no rate limit or loss, and no delay unless a case asks for one.
-pub fn kit_link(one_way_delay: Duration) -> LinkParams {
+/// no rate limit or loss, no delay unless a case asks for one, and Not-ECT
+/// datagrams unless a case asks for ECT(0) marks.
+pub fn kit_link(one_way_delay: Duration, mark_ect0: bool) -> LinkParams {
     LinkParams {
         one_way_delay,
         rate_bits_per_second: None,
@@ -45,6 +46,7 @@ pub fn kit_link(one_way_delay: Duration) -> LinkParams {
         loss: 0.0,
         max_datagram_size: 1500,
         seed: 1,
+        ecn_mark: mark_ect0.then_some(0b10),
     }
 }
 
@@ -176,7 +178,10 @@ fn run_connection(target: &Target, case: &LoadedCase, role: Role, folder: &Path)
     };
     let spec = RunSpec {
         label: c.name.clone(),
-        link: kit_link(Duration::from_millis(u64::from(c.one_way_delay_ms))),
+        link: kit_link(
+            Duration::from_millis(u64::from(c.one_way_delay_ms)),
+            c.mark_ect0,
+        ),
         file_size: size,
         server,
         client,

@@ -122,6 +122,14 @@ fn loading_a_host_that_refuses_earlier_releases_of_its_line_fails() {
 }
 
 #[test]
+fn fields_a_host_that_reads_no_ecn_marks_but_counts_fails() {
+    catches(
+        "fields.ecn-counts-count-the-marked-packets-received",
+        "ecn-marks-not-read",
+    );
+}
+
+#[test]
 fn routines_a_host_that_loses_unknown_error_kinds_fails() {
     catches(
         "routines.an-error-of-an-unknown-kind-reaches-the-caller-as-it-is",

@@ -82,6 +82,7 @@ fn link(rtt_ms: u64, mbps: u64, queue_bytes: u64) -> LinkParams {
         loss: 0.0,
         max_datagram_size: PATH_DATAGRAM_SIZE,
         seed: 1,
+        ecn_mark: None,
     }
 }
 

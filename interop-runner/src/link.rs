@@ -32,6 +32,10 @@ pub struct LinkParams {
     pub max_datagram_size: usize,
     /// Seed of the loss generator (each direction derives its own stream).
     pub seed: u64,
+    /// The ECN codepoint (the two low bits of the IP TOS or traffic class:
+    /// 0b10 ECT(0), 0b01 ECT(1), 0b11 CE) of every datagram the relay
+    /// forwards, as on a path whose senders all mark; `None`: Not-ECT.
+    pub ecn_mark: Option<u8>,
 }
 
 impl LinkParams {
@@ -238,12 +242,21 @@ pub struct Relay {
 /// outside the emulated link that the trace would not show.
 const SOCKET_BUFFER: usize = 16 << 20;
 
-fn relay_socket(addr: SocketAddr) -> std::io::Result<UdpSocket> {
+fn relay_socket(addr: SocketAddr, ecn_mark: Option<u8>) -> std::io::Result<UdpSocket> {
     use socket2::{Domain, Protocol, Socket, Type};
     let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
     // Best effort: a smaller kernel limit is not an error.
     let _ = socket.set_recv_buffer_size(SOCKET_BUFFER);
     let _ = socket.set_send_buffer_size(SOCKET_BUFFER);
+    // Every datagram the socket sends carries the mark.
+    if let Some(mark) = ecn_mark {
+        let tos = u32::from(mark & 0b11);
+        if addr.is_ipv4() {
+            socket.set_tos_v4(tos)?;
+        } else {
+            socket.set_tclass_v6(tos)?;
+        }
+    }
     socket.bind(&addr.into())?;
     Ok(socket.into())
 }
@@ -259,8 +272,8 @@ impl Relay {
         } else {
             "[::1]:0".parse().expect("literal")
         };
-        let front = relay_socket(loopback)?;
-        let back = relay_socket(loopback)?;
+        let front = relay_socket(loopback, params.ecn_mark)?;
+        let back = relay_socket(loopback, params.ecn_mark)?;
         back.connect(server)?;
         for s in [&front, &back] {
             s.set_read_timeout(Some(STOP_POLL))?;
@@ -478,6 +491,7 @@ mod tests {
             loss: 0.0,
             max_datagram_size: 1500,
             seed: 7,
+            ecn_mark: None,
         }
     }
 
@@ -598,6 +612,7 @@ mod tests {
             loss: 0.0,
             max_datagram_size: 1200,
             seed: 1,
+            ecn_mark: None,
         };
         let relay = Relay::start(server.local_addr().expect("addr"), link).expect("relay");
         let client = UdpSocket::bind("127.0.0.1:0").expect("bind");

@@ -59,6 +59,7 @@ impl PerfLink {
                 loss: 0.0,
                 max_datagram_size: 1472,
                 seed: 1,
+                ecn_mark: None,
             }),
         }
     }
@@ -149,6 +150,7 @@ fn spec(label: &str, link: PerfLink, size: u64, plugins: &[&str]) -> RunSpec {
             loss: 0.0,
             max_datagram_size: 65_527,
             seed: 1,
+            ecn_mark: None,
         }),
         file_size: size,
         server: SideSpec::with(plugins),

@@ -93,11 +93,15 @@ pub enum InjectedFault {
     /// of an earlier release of its line (0.2.0 on a 0.2.1 host), as a host
     /// that compares versions for equality would (CQ-VER-6).
     ExactAbiVersionOnly,
+    /// Count no ECN marks and still answer the ECN counts with numbers (0),
+    /// as a host whose endpoint does not pass the sockets' ECN bits to a
+    /// stack that counts them would (CQ-FIELD-17).
+    EcnMarksNotRead,
 }
 
 impl InjectedFault {
     /// Every switch, in declaration order.
-    pub const ALL: [InjectedFault; 15] = [
+    pub const ALL: [InjectedFault; 16] = [
         InjectedFault::AcceptForeignAbi,
         InjectedFault::UncountedDenials,
         InjectedFault::KeepHaltAfterRemoval,
@@ -113,6 +117,7 @@ impl InjectedFault {
         InjectedFault::UncheckedFrameLayouts,
         InjectedFault::UnknownErrorKindsAsFailed,
         InjectedFault::ExactAbiVersionOnly,
+        InjectedFault::EcnMarksNotRead,
     ];
 
     /// Its command-line name.
@@ -133,6 +138,7 @@ impl InjectedFault {
             InjectedFault::UncheckedFrameLayouts => "unchecked-frame-layouts",
             InjectedFault::UnknownErrorKindsAsFailed => "unknown-error-kinds-as-failed",
             InjectedFault::ExactAbiVersionOnly => "exact-abi-version-only",
+            InjectedFault::EcnMarksNotRead => "ecn-marks-not-read",
         }
     }
 

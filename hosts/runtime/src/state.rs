@@ -193,6 +193,14 @@ impl PluginState {
         if self.injected.has(InjectedFault::NoneReadsAsZero) && value == PluginVal::None {
             return Ok(PluginVal::U64(0));
         }
+        if self.injected.has(InjectedFault::EcnMarksNotRead)
+            && matches!(
+                field.id,
+                FieldId::EcnEct0Count | FieldId::EcnEct1Count | FieldId::EcnCeCount
+            )
+        {
+            return Ok(PluginVal::U64(0));
+        }
         Ok(value)
     }
 }

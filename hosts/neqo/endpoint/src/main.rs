@@ -6,7 +6,9 @@
 //! neqo is sans-IO and single-threaded: one loop feeds it datagrams from a
 //! tokio UDP socket, sends what it writes, runs the application on its
 //! events, and sleeps until the delay neqo asks for (which includes the
-//! plugins' timers), a `--control` call, or the next datagram.
+//! plugins' timers), a `--control` call, or the next datagram. Datagrams are
+//! read with quinn-udp, which reports each one's ECN codepoint (neqo counts
+//! them for its ACK_ECN frames) and receives GRO batches.
 
 use corequic_endpoint::{
     ALPN_NAME, Args, ClientTally, ControlSchedule, FLOW_CONTROL_WINDOW, Logs, PAYLOAD_CHUNK, Role,
@@ -15,15 +17,17 @@ use corequic_endpoint::{
 };
 use corequic_neqo::{AdapterExtension, PluginFactory, plugin_control, with_plugins};
 use corequic_runtime::PluginStats;
-use neqo_common::{Datagram, IpTos, event::Provider as _};
+use neqo_common::{Datagram, IpTos, IpTosEcn, event::Provider as _};
 use neqo_crypto::{AllowZeroRtt, AntiReplay, AuthenticationStatus};
 use neqo_transport::{
     CloseReason, Connection, ConnectionEvent, ConnectionParameters, Output,
     RandomConnectionIdGenerator, State, StreamId, StreamType,
     server::{ConnectionRef, Server},
 };
+use quinn_udp::{EcnCodepoint, RecvMeta, UdpSocketState};
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::io::IoSliceMut;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -32,8 +36,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::UdpSocket;
 
-/// Largest UDP datagram read.
-const MAX_DATAGRAM: usize = 65_535;
+/// The receive buffer: the largest UDP datagram, and the largest GRO batch
+/// (the kernel coalesces up to 64 KiB).
+const RECV_BUFFER: usize = 65_536;
 
 /// The largest UDP payload sent: QUIC's minimum, as every endpoint of the
 /// matrix sends (the emulated links carry no more).
@@ -106,8 +111,15 @@ async fn run(args: Args) -> Result<bool, String> {
 
 /// What one pass of the loop waits for.
 enum Wake {
-    Datagram(Datagram),
+    /// One read: a datagram, or a GRO batch of several from the same peer.
+    Datagrams(Vec<Datagram>),
     Timer,
+}
+
+/// quinn-udp's receive state of `socket`: it asks for the ECN codepoint
+/// (`IP_RECVTOS`, `IPV6_RECVTCLASS`) and GRO on the socket.
+fn recv_state(socket: &UdpSocket) -> Result<UdpSocketState, String> {
+    UdpSocketState::new(socket.into()).map_err(|e| format!("socket: {e}"))
 }
 
 /// Send everything `output` yields and return how long the stack may sleep.
@@ -127,14 +139,15 @@ async fn send_all(
     }
 }
 
-/// Wait for a datagram, or until `deadline`.
+/// Wait for datagrams, or until `deadline`.
 async fn wait(
     socket: &UdpSocket,
+    state: &UdpSocketState,
     local: SocketAddr,
     buf: &mut [u8],
     deadline: Option<Instant>,
 ) -> Result<Wake, String> {
-    let recv = socket.recv_from(buf);
+    let recv = recv(socket, state, buf);
     let received = match deadline {
         Some(d) => match tokio::time::timeout_at(d.into(), recv).await {
             Ok(r) => r,
@@ -142,13 +155,53 @@ async fn wait(
         },
         None => recv.await,
     };
-    let (n, peer) = received.map_err(|e| format!("recv: {e}"))?;
-    Ok(Wake::Datagram(Datagram::new(
-        peer,
-        local,
-        IpTos::default(),
-        &buf[..n],
-    )))
+    let meta = received.map_err(|e| format!("recv: {e}"))?;
+    let tos = ip_tos(meta.ecn);
+    // With GRO the buffer holds datagrams of `stride` bytes each, the last
+    // maybe shorter; without, `stride` is the length.
+    let stride = if meta.stride == 0 {
+        meta.len
+    } else {
+        meta.stride
+    };
+    let datagrams = buf[..meta.len]
+        .chunks(stride.max(1))
+        .map(|d| Datagram::new(meta.addr, local, tos, d))
+        .collect();
+    Ok(Wake::Datagrams(datagrams))
+}
+
+/// Read one datagram or GRO batch into `buf`. Cancel-safe: a read either
+/// happened or did not.
+async fn recv(
+    socket: &UdpSocket,
+    state: &UdpSocketState,
+    buf: &mut [u8],
+) -> std::io::Result<RecvMeta> {
+    let mut meta = [RecvMeta::default()];
+    loop {
+        socket.readable().await?;
+        let mut bufs = [IoSliceMut::new(&mut *buf)];
+        match socket.try_io(tokio::io::Interest::READABLE, || {
+            state.recv(socket.into(), &mut bufs, &mut meta)
+        }) {
+            Ok(n) if n > 0 => return Ok(meta[0]),
+            // A spurious wake-up: wait again.
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// neqo's TOS byte for the ECN codepoint a datagram came with.
+fn ip_tos(ecn: Option<EcnCodepoint>) -> IpTos {
+    IpTos::from(match ecn {
+        Some(EcnCodepoint::Ect0) => IpTosEcn::Ect0,
+        Some(EcnCodepoint::Ect1) => IpTosEcn::Ect1,
+        Some(EcnCodepoint::Ce) => IpTosEcn::Ce,
+        None => IpTosEcn::NotEct,
+    })
 }
 
 /// Make the `--control` calls of `conn` that are due; true when one was
@@ -339,19 +392,28 @@ async fn server(args: &Args, logs: &Logs) -> Result<bool, String> {
     )
     .map_err(|e| format!("server: {e:?}"))?;
     let socket = bind_tokio_udp(args.addr)?;
+    let state = recv_state(&socket)?;
     let local = socket.local_addr().map_err(|e| e.to_string())?;
     announce_listening(local);
 
-    let mut buf = vec![0u8; MAX_DATAGRAM];
+    let mut buf = vec![0u8; RECV_BUFFER];
     let mut connections: Vec<Served> = Vec::new();
     let mut tally = ServerTally::default();
-    let mut input = None;
+    let mut input = VecDeque::new();
     loop {
         let now = Instant::now();
-        // neqo reads no clock: each call gets the time it runs at.
-        let delay = send_all(&socket, || match input.take() {
-            Some(d) => server.process(Some(d), Instant::now()),
-            None => server.process_output(Instant::now()),
+        // neqo reads no clock: each call gets the time it runs at. Every
+        // datagram read goes in; an input's delay only counts for the last.
+        let delay = send_all(&socket, || {
+            loop {
+                let Some(d) = input.pop_front() else {
+                    return server.process_output(Instant::now());
+                };
+                let out = server.process(Some(d), Instant::now());
+                if input.is_empty() || matches!(out, Output::Datagram(_)) {
+                    return out;
+                }
+            }
         })
         .await?;
         // New connections, then the application on every connection.
@@ -402,8 +464,8 @@ async fn server(args: &Args, logs: &Logs) -> Result<bool, String> {
             .filter_map(|s| s.controls.deadline())
             .fold(delay.map(|d| now + d), |a, b| earliest(a, Some(b)));
         let deadline = earliest(deadline, Some(started + args.timeout));
-        if let Wake::Datagram(d) = wait(&socket, local, &mut buf, deadline).await? {
-            input = Some(d);
+        if let Wake::Datagrams(d) = wait(&socket, &state, local, &mut buf, deadline).await? {
+            input.extend(d);
         }
     }
     for s in &mut connections {
@@ -502,6 +564,7 @@ impl Download {
 async fn client(args: &Args, logs: &Logs) -> Result<bool, String> {
     let params = parameters(args, logs)?;
     let socket = bind_tokio_udp(args.client_bind_addr())?;
+    let state = recv_state(&socket)?;
     let mut local = socket.local_addr().map_err(|e| e.to_string())?;
     // neqo wants the address datagrams come in on: the wildcard is not one.
     if local.ip().is_unspecified() {
@@ -534,13 +597,11 @@ async fn client(args: &Args, logs: &Logs) -> Result<bool, String> {
     let mut handshake = None;
     let mut closing = false;
     let mut timed_out = false;
-    let mut buf = vec![0u8; MAX_DATAGRAM];
-    let mut input = None;
+    let mut buf = vec![0u8; RECV_BUFFER];
+    let mut input = Vec::new();
     loop {
         let now = Instant::now();
-        if let Some(d) = input.take() {
-            conn.process_input(d, now);
-        }
+        conn.process_multiple_input(input.drain(..), now);
         let delay = send_all(&socket, || conn.process_output(Instant::now())).await?;
         let mut acted = download.progress(&mut conn, now);
         if handshake.is_none() && conn.state().connected() {
@@ -569,8 +630,8 @@ async fn client(args: &Args, logs: &Logs) -> Result<bool, String> {
         }
         let deadline = earliest(delay.map(|d| now + d), controls.deadline());
         let deadline = earliest(deadline, Some(started + args.timeout));
-        if let Wake::Datagram(d) = wait(&socket, local, &mut buf, deadline).await? {
-            input = Some(d);
+        if let Wake::Datagrams(d) = wait(&socket, &state, local, &mut buf, deadline).await? {
+            input = d;
         }
     }
 

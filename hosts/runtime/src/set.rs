@@ -635,18 +635,17 @@ impl PluginSet {
         &self,
         position: SendPosition,
     ) -> impl Iterator<Item = FrameRegistration> + '_ {
+        self.enabled_registrations()
+            .filter(move |r| r.position == position)
+    }
+
+    /// The frame registrations of every enabled plugin, in load order.
+    fn enabled_registrations(&self) -> impl Iterator<Item = FrameRegistration> + '_ {
         self.slots
             .iter()
             .filter_map(|s| s.live.as_ref())
             .filter(|l| l.store.data().enabled)
-            .flat_map(move |l| {
-                l.store
-                    .data()
-                    .frames
-                    .iter()
-                    .copied()
-                    .filter(move |r| r.position == position)
-            })
+            .flat_map(|l| l.store.data().frames.iter().copied())
     }
 
     /// Whether any enabled plugin has an ack-eliciting frame to send now
@@ -658,16 +657,13 @@ impl PluginSet {
         // allocation, and nothing at all when no frame is registered.
         let mut regs = std::mem::take(&mut self.regs_scratch);
         regs.clear();
-        for position in [
-            SendPosition::First,
-            SendPosition::AfterAck,
-            SendPosition::End,
-        ] {
-            regs.extend(
-                self.registrations(position)
-                    .filter(|r| r.ack_eliciting && !self.unproductive.contains(&r.frame_type)),
-            );
-        }
+        // One walk over the plugins, then the packet's order: FIRST,
+        // AFTER-ACK, END, each in load order (the sort is stable).
+        regs.extend(
+            self.enabled_registrations()
+                .filter(|r| r.ack_eliciting && !self.unproductive.contains(&r.frame_type)),
+        );
+        regs.sort_by_key(|r| r.position as u8);
         let wants = regs.iter().any(|r| {
             let ctx = SendContext {
                 position: r.position,

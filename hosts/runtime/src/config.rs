@@ -202,6 +202,11 @@ pub const MAX_RANDOM_BYTES: u32 = 1024;
 /// (CQ-LIMIT-12). A plugin logging 100 KiB per observed frame made a host
 /// take over a gigabyte for one 5 MB transfer before this bound.
 pub const MAX_LOG_BYTES: usize = 1 << 20;
+/// What every log record counts against [`MAX_LOG_BYTES`] besides its text
+/// (CQ-LIMIT-12): without it, records with an empty message and no fields
+/// counted nothing, and a plugin could make its host keep any number of
+/// them (20,000 passed a 1 MiB budget untouched).
+pub const LOG_RECORD_BYTES: usize = 64;
 /// Fields kept of one log record.
 pub const MAX_LOG_FIELDS: usize = 32;
 /// Log messages are truncated to this many bytes.

@@ -17,10 +17,12 @@ pub struct LogRecord {
 
 impl LogRecord {
     /// The bytes this record is charged against its plugin's log budget
-    /// (CQ-LIMIT-12): the message, each key, and each string or bytes value
-    /// by its length, any other value as 16 bytes.
+    /// (CQ-LIMIT-12): [`crate::config::LOG_RECORD_BYTES`] for the record,
+    /// then the message, each key, and each string or bytes value by its
+    /// length, any other value as 16 bytes.
     pub fn charged_size(&self) -> usize {
-        self.message.len()
+        crate::config::LOG_RECORD_BYTES
+            + self.message.len()
             + self
                 .fields
                 .iter()

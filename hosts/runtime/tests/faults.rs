@@ -5,6 +5,7 @@ mod common;
 
 use common::*;
 use corequic_runtime::abi::{self, Error, FieldId, PluginVal};
+use corequic_runtime::config::LOG_RECORD_BYTES;
 use corequic_runtime::{
     FaultKind, FieldSet, Grants, HostCapabilities, LoadError, RoutineError, Runtime, RuntimeConfig,
 };
@@ -647,21 +648,27 @@ fn log_records_stay_within_the_plugins_budget() {
         .plugins
         .plugin_control(&mut p.client.conn, 0x48_000b, &[PluginVal::U64(1000)]);
     assert_eq!(r, Ok(vec![PluginVal::U64(0)]), "the budget is spent");
-    let passed: usize = p
+    let passed: Vec<usize> = p
         .client
         .conn
         .logs
         .iter()
         .filter(|l| l.plugin == "hostile")
         .map(|l| l.message.len())
-        .sum();
+        .collect();
+    // Each record counts its 4 KiB message and LOG_RECORD_BYTES.
+    let record = 4096 + LOG_RECORD_BYTES;
+    let charged = passed
+        .iter()
+        .map(|len| len + LOG_RECORD_BYTES)
+        .sum::<usize>();
     let budget = corequic_runtime::config::MAX_LOG_BYTES;
     assert!(
-        passed <= budget && passed > budget - 4096,
-        "{passed} bytes passed"
+        charged <= budget && charged > budget - record,
+        "{charged} bytes passed"
     );
     let stats = &p.client.plugins.stats()[0];
-    assert_eq!(stats.logs_dropped, 1000 - (passed / 4096) as u64);
+    assert_eq!(stats.logs_dropped, 1000 - passed.len() as u64);
     // The count survives the plugin's removal.
     let trap = p
         .client
@@ -669,4 +676,38 @@ fn log_records_stay_within_the_plugins_budget() {
         .plugin_control(&mut p.client.conn, TRAP, &[]);
     assert_eq!(fault_kind(&trap), Some(FaultKind::Trap));
     assert_eq!(p.client.plugins.stats()[0].logs_dropped, stats.logs_dropped);
+}
+
+/// CQ-LIMIT-12: records with no text at all still spend the budget (each
+/// record counts [`LOG_RECORD_BYTES`]), so a plugin cannot make its host keep
+/// an unbounded number of them: 20,000 empty records, in calls short enough
+/// for the call deadline, pass at most 1 MiB / 64 of them.
+#[test]
+fn empty_log_records_still_spend_the_budget() {
+    let mut p = pair(&["test-hostile"], &[]);
+    let mut left = Vec::new();
+    for _ in 0..10 {
+        let r = p.client.plugins.plugin_control(
+            &mut p.client.conn,
+            0x48_000b,
+            &[PluginVal::U64(2_000), PluginVal::U64(0)],
+        );
+        left.push(r);
+    }
+    assert_eq!(
+        left.last(),
+        Some(&Ok(vec![PluginVal::U64(0)])),
+        "the budget is spent"
+    );
+    let passed = p
+        .client
+        .conn
+        .logs
+        .iter()
+        .filter(|l| l.plugin == "hostile")
+        .count();
+    let budget = corequic_runtime::config::MAX_LOG_BYTES;
+    assert_eq!(passed, budget / LOG_RECORD_BYTES, "{passed} records passed");
+    let stats = &p.client.plugins.stats()[0];
+    assert_eq!(stats.logs_dropped, (20_000 - passed) as u64);
 }

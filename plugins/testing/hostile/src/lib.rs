@@ -29,7 +29,8 @@ const HALT: u64 = 0x48_0009;
 /// The result of the plugin-control call `init` made to padding's toggle
 /// (0x80001), which may not run before padding's own `init`.
 const INIT_CONTROL_RESULT: u64 = 0x48_000a;
-/// Log `u64` records of 4 KiB each.
+/// Log `u64` records, each with a message of 4 KiB or of the second
+/// argument's length (`0`: records with no text at all).
 const LOG_FLOOD: u64 = 0x48_000b;
 /// Call plugin-control `id` `n` times with `arg` (`u64`s `id`, `n`, `arg`).
 const CALL_REPEATEDLY: u64 = 0x48_000c;
@@ -154,14 +155,15 @@ impl Plugin for Hostile {
                 .take()
                 .unwrap_or_else(|| Err(Error::not_found("no init control"))),
             LOG_FLOOD => {
-                let n = match args.as_slice() {
-                    [PluginVal::U64(n)] => *n,
-                    _ => 0,
+                let (n, len) = match args.as_slice() {
+                    [PluginVal::U64(n)] => (*n, 4096),
+                    [PluginVal::U64(n), PluginVal::U64(len)] => (*n, *len as usize),
+                    _ => (0, 0),
                 };
                 // The raw host call, not the SDK's `host::log`, which stops
                 // once the budget is spent: the host must bound a plugin
                 // that does not. Returns what `log` said was left.
-                let text = String::from_utf8(vec![b'x'; 4096]).unwrap_or_default();
+                let text = String::from_utf8(vec![b'x'; len.min(4096)]).unwrap_or_default();
                 let mut left = u64::MAX;
                 for _ in 0..n {
                     left = raw_log(LogLevel::Info, &text, &[])?;

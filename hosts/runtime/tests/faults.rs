@@ -699,13 +699,7 @@ fn empty_log_records_still_spend_the_budget() {
         Some(&Ok(vec![PluginVal::U64(0)])),
         "the budget is spent"
     );
-    let passed = p
-        .client
-        .conn
-        .logs
-        .iter()
-        .filter(|l| l.plugin == "hostile")
-        .count();
+    let passed = p.client.conn.log_count("hostile", None);
     let budget = corequic_runtime::config::MAX_LOG_BYTES;
     assert_eq!(passed, budget / LOG_RECORD_BYTES, "{passed} records passed");
     let stats = &p.client.plugins.stats()[0];

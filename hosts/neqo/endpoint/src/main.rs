@@ -109,13 +109,6 @@ async fn run(args: Args) -> Result<bool, String> {
     result
 }
 
-/// What one pass of the loop waits for.
-enum Wake {
-    /// One read: a datagram, or a GRO batch of several from the same peer.
-    Datagrams(Vec<Datagram>),
-    Timer,
-}
-
 /// quinn-udp's receive state of `socket`: it asks for the ECN codepoint
 /// (`IP_RECVTOS`, `IPV6_RECVTCLASS`) and GRO on the socket.
 fn recv_state(socket: &UdpSocket) -> Result<UdpSocketState, String> {
@@ -139,19 +132,21 @@ async fn send_all(
     }
 }
 
-/// Wait for datagrams, or until `deadline`.
+/// Wait for datagrams, or until `deadline`: one read, a datagram or a GRO
+/// batch of several from the same peer, goes onto `input`.
 async fn wait(
     socket: &UdpSocket,
     state: &UdpSocketState,
     local: SocketAddr,
     buf: &mut [u8],
     deadline: Option<Instant>,
-) -> Result<Wake, String> {
+    input: &mut impl Extend<Datagram>,
+) -> Result<(), String> {
     let recv = recv(socket, state, buf);
     let received = match deadline {
         Some(d) => match tokio::time::timeout_at(d.into(), recv).await {
             Ok(r) => r,
-            Err(_) => return Ok(Wake::Timer),
+            Err(_) => return Ok(()),
         },
         None => recv.await,
     };
@@ -164,11 +159,12 @@ async fn wait(
     } else {
         meta.stride
     };
-    let datagrams = buf[..meta.len]
-        .chunks(stride.max(1))
-        .map(|d| Datagram::new(meta.addr, local, tos, d))
-        .collect();
-    Ok(Wake::Datagrams(datagrams))
+    input.extend(
+        buf[..meta.len]
+            .chunks(stride.max(1))
+            .map(|d| Datagram::new(meta.addr, local, tos, d)),
+    );
+    Ok(())
 }
 
 /// Read one datagram or GRO batch into `buf`. Cancel-safe: a read either
@@ -464,9 +460,7 @@ async fn server(args: &Args, logs: &Logs) -> Result<bool, String> {
             .filter_map(|s| s.controls.deadline())
             .fold(delay.map(|d| now + d), |a, b| earliest(a, Some(b)));
         let deadline = earliest(deadline, Some(started + args.timeout));
-        if let Wake::Datagrams(d) = wait(&socket, &state, local, &mut buf, deadline).await? {
-            input.extend(d);
-        }
+        wait(&socket, &state, local, &mut buf, deadline, &mut input).await?;
     }
     for s in &mut connections {
         let mut conn = s.conn.borrow_mut();
@@ -630,9 +624,7 @@ async fn client(args: &Args, logs: &Logs) -> Result<bool, String> {
         }
         let deadline = earliest(delay.map(|d| now + d), controls.deadline());
         let deadline = earliest(deadline, Some(started + args.timeout));
-        if let Wake::Datagrams(d) = wait(&socket, &state, local, &mut buf, deadline).await? {
-            input = d;
-        }
+        wait(&socket, &state, local, &mut buf, deadline, &mut input).await?;
     }
 
     let now = Instant::now();

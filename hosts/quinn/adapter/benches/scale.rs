@@ -233,7 +233,7 @@ fn main() {
     let run = |n: usize, config: &str| -> (f64, f64, f64) {
         let mut rates = Vec::new();
         let mut kib = Vec::new();
-        let mut drops = Vec::new();
+        let mut closes = Vec::new();
         for _ in 0..RUNS {
             let out = Command::new(&exe)
                 .args(["--measure", &n.to_string(), config])
@@ -250,19 +250,19 @@ fn main() {
                 .map(|f| f.parse::<f64>().expect("number"));
             rates.push(fields.next().expect("rate"));
             kib.push(fields.next().expect("memory"));
-            drops.push(fields.next().expect("drop"));
+            closes.push(fields.next().expect("close"));
         }
-        (median(rates), median(kib), median(drops))
+        (median(rates), median(kib), median(closes))
     };
     println!(
         "| connections | handshakes/s, no plugins | handshakes/s, 4 plugins | ratio | KiB/connection, no plugins | KiB/connection, 4 plugins | extra KiB/connection | close µs/connection, no plugins | close µs/connection, 4 plugins |"
     );
     println!("|---|---|---|---|---|---|---|---|---|");
     for n in COUNTS {
-        let (rate0, kib0, drop0) = run(n, "none");
-        let (rate4, kib4, drop4) = run(n, "plugins");
+        let (rate0, kib0, close0) = run(n, "none");
+        let (rate4, kib4, close4) = run(n, "plugins");
         println!(
-            "| {n} | {rate0:.0} | {rate4:.0} | {:.1} % | {kib0:.1} | {kib4:.1} | {:.1} | {drop0:.1} | {drop4:.1} |",
+            "| {n} | {rate0:.0} | {rate4:.0} | {:.1} % | {kib0:.1} | {kib4:.1} | {:.1} | {close0:.1} | {close4:.1} |",
             100.0 * rate4 / rate0,
             kib4 - kib0
         );

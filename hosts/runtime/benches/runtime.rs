@@ -7,8 +7,8 @@
 
 use corequic_mock::{MockPair, get_varint, put_varint};
 use corequic_runtime::abi::{
-    FieldId, FieldRef, Frame, FrameOutcome, PacketType, PluginVal, PnSpace, RxContext, SendContext,
-    SendPosition,
+    AckFrame, FieldId, FieldRef, Frame, FrameOutcome, PacketType, PluginVal, PnSpace, RxContext,
+    SendContext, SendPosition,
 };
 use corequic_runtime::{
     Compiler, Grants, HostCapabilities, HostConnection, Runtime, RuntimeConfig, WrittenFrame,
@@ -16,6 +16,7 @@ use corequic_runtime::{
 use criterion::{Criterion, criterion_group, criterion_main};
 use std::hint::black_box;
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 const FRAME_MAX_DATA: u64 = 0x3f5e;
 const FRAME_DUMMY: u64 = 0x42;
@@ -181,6 +182,63 @@ fn benches(c: &mut Criterion) {
                 .expect("notify");
         })
     });
+
+    // The ACK logger observing an ACK frame: one `log` call per frame while
+    // its log budget lasts, with the mock keeping every record as the
+    // endpoints do for their stats; then the same call once the budget is
+    // spent and records are only counted. A fresh connection every
+    // `LOGGED_PER_CONNECTION` calls keeps the first case within the budget;
+    // only the calls are timed.
+    let ack_logger = load("ack-logger");
+    let ack = Frame::Ack(AckFrame {
+        largest_acknowledged: 1_000,
+        ack_delay: 25_000,
+        ranges: vec![(990, 1_000), (900, 980)],
+        ecn: None,
+    });
+    const LOGGED_PER_CONNECTION: u64 = 1_000;
+    let mut group = c.benchmark_group("ack-logger observes an ACK");
+    group.bench_function("logged and kept", |b| {
+        b.iter_custom(|iters| {
+            let mut timed = Duration::ZERO;
+            let mut left = iters;
+            while left > 0 {
+                let calls = left.min(LOGGED_PER_CONNECTION);
+                let mut ep =
+                    MockPair::new(&runtime, std::slice::from_ref(&ack_logger), &[], 1200, 0)
+                        .expect("pair")
+                        .client;
+                let start = Instant::now();
+                for pn in 0..calls {
+                    ep.plugins
+                        .process_frame(&mut ep.conn, black_box(&ack), rx_ctx(pn))
+                        .expect("observe");
+                }
+                timed += start.elapsed();
+                assert_eq!(ep.conn.log_count("ack-logger", None), calls as usize);
+                left -= calls;
+            }
+            timed
+        })
+    });
+    let mut spent = MockPair::new(&runtime, std::slice::from_ref(&ack_logger), &[], 1200, 0)
+        .expect("pair")
+        .client;
+    while spent.plugins.stats()[0].logs_dropped == 0 {
+        spent
+            .plugins
+            .process_frame(&mut spent.conn, &ack, rx_ctx(0))
+            .expect("observe");
+    }
+    group.bench_function("budget spent", |b| {
+        b.iter(|| {
+            spent
+                .plugins
+                .process_frame(&mut spent.conn, black_box(&ack), rx_ctx(1))
+                .expect("observe")
+        })
+    });
+    group.finish();
 
     let mut group = c.benchmark_group("loading plugins");
     group.sample_size(10);

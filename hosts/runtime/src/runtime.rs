@@ -216,6 +216,26 @@ pub(crate) struct PluginInfo {
     /// The plugin DEFINEs protocol behaviour (any routine but plugin-control),
     /// so losing it must close the connection.
     pub(crate) defines_protocol: bool,
+    /// The plugin only observes (every binding is BEFORE or AFTER), writes
+    /// no field and holds no permission but `logging`: its log records are
+    /// all it can give, so once its log budget is spent nothing it does can
+    /// be seen, and it is no longer called (CQ-ANCHOR-12).
+    pub(crate) silent_once_log_spent: bool,
+}
+
+/// Whether a plugin of `manifest` can give nothing but log records: every
+/// binding is BEFORE or AFTER (no DEFINE, no plugin-control), it writes no
+/// field, and `logging` is its only permission. Observer calls may not
+/// mutate (CQ-ANCHOR-7) and their results are ignored (CQ-ANCHOR-6), so
+/// once its log budget is spent nothing it does reaches a peer, the
+/// connection, another plugin or the embedder (CQ-ANCHOR-12).
+fn silent_once_log_spent(manifest: &PluginManifest) -> bool {
+    manifest.bindings.iter().all(|b| b.anchor != Anchor::Define)
+        && manifest.writes.is_empty()
+        && manifest
+            .permissions
+            .iter()
+            .all(|&p| p == Permission::Logging)
 }
 
 impl PluginInfo {
@@ -595,12 +615,14 @@ impl Runtime {
             .bindings
             .iter()
             .any(|b| b.anchor == Anchor::Define && b.routine != Routine::PluginControl);
+        let silent_once_log_spent = silent_once_log_spent(&manifest);
         Ok(PluginInfo {
             name,
             reads: manifest.reads.iter().copied().collect(),
             writes: manifest.writes.iter().copied().collect(),
             permissions: manifest.permissions.clone(),
             defines_protocol,
+            silent_once_log_spent,
             manifest,
         })
     }
@@ -638,5 +660,61 @@ fn check_world_version(pre: &GuestPre, manifest: &PluginManifest) -> Result<(), 
 impl Drop for Runtime {
     fn drop(&mut self) {
         self.ticker_stop.store(true, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abi::Binding;
+
+    fn observer_that_logs() -> PluginManifest {
+        PluginManifest {
+            name: "ack-logger".into(),
+            version: "1".into(),
+            abi_version: abi::ABI_VERSION.into(),
+            bindings: vec![Binding {
+                routine: Routine::ProcessFrame,
+                anchor: Anchor::After,
+                param: 0x02,
+            }],
+            reads: vec![FieldId::IsServer],
+            writes: Vec::new(),
+            permissions: vec![Permission::Logging],
+        }
+    }
+
+    /// CQ-ANCHOR-12: only a plugin whose log records are all it can give
+    /// stops being called once its log budget is spent.
+    #[test]
+    fn only_plugins_that_can_give_nothing_but_logs_fall_silent() {
+        assert!(silent_once_log_spent(&observer_that_logs()));
+        let mut before = observer_that_logs();
+        before.bindings[0].anchor = Anchor::Before;
+        assert!(silent_once_log_spent(&before), "BEFORE observes too");
+
+        let mut defines = observer_that_logs();
+        defines.bindings[0].anchor = Anchor::Define;
+        let mut control = observer_that_logs();
+        control.bindings.push(Binding {
+            routine: Routine::PluginControl,
+            anchor: Anchor::Define,
+            param: 1,
+        });
+        let mut writes = observer_that_logs();
+        writes.writes.push(FieldId::SendingHalted);
+        let mut timers = observer_that_logs();
+        timers.permissions.push(Permission::Timers);
+        for (what, manifest) in [
+            ("a DEFINE", defines),
+            ("a plugin-control", control),
+            ("a written field", writes),
+            ("another permission", timers),
+        ] {
+            assert!(
+                !silent_once_log_spent(&manifest),
+                "{what} is another output"
+            );
+        }
     }
 }

@@ -330,7 +330,11 @@ impl PluginSet {
             return false;
         }
         match &slot.live {
-            Some(live) => routine.before_enable() || live.store.data().enabled,
+            Some(live) => {
+                let state = live.store.data();
+                (routine.before_enable() || state.enabled)
+                    && !(slot.info.silent_once_log_spent && state.log_budget == 0)
+            }
             None => false,
         }
     }

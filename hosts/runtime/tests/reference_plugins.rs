@@ -472,6 +472,52 @@ macro_rules! reference_suite {
             logs_each_ack_after_it_was_processed("ack-logger-c");
         }
 
+        /// CQ-ANCHOR-12: the ACK logger can give nothing but log records, so
+        /// once its log budget (CQ-LIMIT-12) is spent the host stops calling
+        /// it, and stops showing it ACK frames at all.
+        #[test]
+        fn ack_logger_is_not_called_once_its_log_budget_is_spent() {
+            use corequic_runtime::abi::{AckFrame, Anchor, Frame, PacketType, PnSpace, RxContext};
+            const ACK: u64 = 0x02;
+            let ack = Frame::Ack(AckFrame {
+                largest_acknowledged: 1_000,
+                ack_delay: 25_000,
+                ranges: vec![(990, 1_000)],
+                ecn: None,
+            });
+            let mut p = pair(&["ack-logger"], &[]);
+            p.handshake();
+            let c = &mut p.client;
+            let mut offered = 0;
+            while c.plugins.observes_frame_type(ACK) {
+                assert!(offered < 100_000, "the budget is never spent");
+                let ctx = RxContext {
+                    packet_type: PacketType::OneRtt,
+                    space: PnSpace::ApplicationData,
+                    packet_number: offered,
+                    now: 0,
+                };
+                c.plugins.observe_frame(&mut c.conn, Anchor::After, &ack, ctx);
+                offered += 1;
+            }
+            let logged = c.conn.log_count("ack-logger", Some("ack processed")) as u64;
+            let stats = &c.plugins.stats()[0];
+            assert!(logged > 1_000, "{logged} records before the budget was spent");
+            assert!(stats.logs_dropped > 0, "the budget is spent");
+            assert_eq!(stats.calls, 1 + offered, "init, then every ACK offered");
+            assert!(offered <= logged + stats.logs_dropped);
+
+            // Offered anyway, as a host that does not ask first would.
+            let ctx = RxContext {
+                packet_type: PacketType::OneRtt,
+                space: PnSpace::ApplicationData,
+                packet_number: offered,
+                now: 0,
+            };
+            c.plugins.observe_frame(&mut c.conn, Anchor::After, &ack, ctx);
+            assert_eq!(c.plugins.stats()[0].calls, 1 + offered, "not called again");
+        }
+
         fn logs_each_ack_after_it_was_processed(plugin: &str) {
             let mut p = pair(&[], &[plugin]);
             p.handshake();

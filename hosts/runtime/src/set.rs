@@ -643,6 +643,19 @@ impl PluginSet {
             .filter(move |r| r.position == position)
     }
 
+    /// Whether an enabled plugin registered a frame type to be offered at
+    /// `position`. When none did, `write_frames` there writes nothing, and a
+    /// host may skip the call and whatever it builds for it.
+    pub fn offers_frames_at(&self, position: SendPosition) -> bool {
+        self.registrations(position).next().is_some()
+    }
+
+    /// Whether an enabled plugin registered an ack-eliciting frame type.
+    /// When none did, `wants_to_send` is `false`, and a host may skip it.
+    pub fn offers_ack_eliciting_frames(&self) -> bool {
+        self.enabled_registrations().any(|r| r.ack_eliciting)
+    }
+
     /// The frame registrations of every enabled plugin, in load order.
     fn enabled_registrations(&self) -> impl Iterator<Item = FrameRegistration> + '_ {
         self.slots

@@ -19,6 +19,7 @@ use corequic_runtime::{
 use serde::Serialize;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::ops::Range;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -515,72 +516,139 @@ impl std::fmt::Display for Rendered<'_> {
     }
 }
 
-impl Serialize for Rendered<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
-}
-
-/// One record as a stats log line: `{"plugin", "level", "message",
+/// One kept record as a stats log line: `{"plugin", "level", "message",
 /// "fields": [[key, rendered value], …]}`.
 #[derive(Serialize)]
 struct LogLine<'a> {
     plugin: &'a str,
     level: &'static str,
     message: &'a str,
-    #[serde(serialize_with = "rendered_fields")]
-    fields: &'a [(String, PluginVal)],
+    fields: KeptFields<'a>,
 }
 
-fn rendered_fields<S: serde::Serializer>(
-    fields: &&[(String, PluginVal)],
-    serializer: S,
-) -> Result<S::Ok, S::Error> {
-    serializer.collect_seq(fields.iter().map(|(key, value)| (key, Rendered(value))))
+/// The fields of a kept record, as `[key, value]` pairs.
+struct KeptFields<'a> {
+    text: &'a str,
+    spans: &'a [(Range<usize>, Range<usize>)],
+}
+
+impl Serialize for KeptFields<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(
+            self.spans
+                .iter()
+                .map(|(key, value)| (&self.text[key.clone()], &self.text[value.clone()])),
+        )
+    }
+}
+
+/// Where one kept record's parts are in [`KeptLogs::text`].
+struct KeptRecord {
+    /// Index into [`KeptLogs::plugins`].
+    plugin: usize,
+    level: &'static str,
+    message: Range<usize>,
+    /// Range of [`KeptLogs::fields`].
+    fields: Range<usize>,
+}
+
+/// Every kept record's text in one string, and where each part is.
+#[derive(Default)]
+struct KeptLogs {
+    text: String,
+    /// Each field's key and rendered value, as ranges of `text`.
+    fields: Vec<(Range<usize>, Range<usize>)>,
+    records: Vec<KeptRecord>,
+    /// The plugins' names, each kept once.
+    plugins: Vec<String>,
+}
+
+impl KeptLogs {
+    fn keep(&mut self, text: &str) -> Range<usize> {
+        let start = self.text.len();
+        self.text.push_str(text);
+        start..self.text.len()
+    }
 }
 
 /// The plugins' log records of one run, kept for the stats JSON.
 ///
-/// Each record is written as its log line's JSON the moment it arrives, and
-/// the record is dropped: the embedder keeps about 150 bytes of text for a
-/// record of the ACK logger, not the record's strings and values, which
-/// took 1.4 KB of heap each and slowed a logging plugin's host down.
-#[derive(Debug, Default)]
+/// A record arrives inside the plugin's `log` call, on the plugin's CPU
+/// deadline, so keeping it must cost little: its text is appended to one
+/// string (values rendered as the stats show them) and the record is
+/// dropped. That costs no allocation per record once the string has grown,
+/// and about the record's text in memory: the ACK logger's records took
+/// 1.4 KB of heap each when they were kept whole. The JSON is written once,
+/// by [`LogBook::lines`].
+#[derive(Default)]
 pub struct LogBook {
-    /// The lines written so far, comma-separated, without brackets.
-    json: Mutex<Vec<u8>>,
+    kept: Mutex<KeptLogs>,
+}
+
+impl std::fmt::Debug for LogBook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        f.debug_struct("LogBook")
+            .field("records", &kept.records.len())
+            .field("bytes", &kept.text.len())
+            .finish()
+    }
 }
 
 impl LogBook {
-    /// Keep `record` as its log line.
+    /// Keep `record`.
     pub fn push(&self, record: &LogRecord) {
-        let line = LogLine {
-            plugin: &record.plugin,
-            level: record.level.name(),
-            message: &record.message,
-            fields: &record.fields,
+        use std::fmt::Write;
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        let kept = &mut *kept;
+        let plugin = match kept.plugins.iter().position(|p| *p == record.plugin) {
+            Some(i) => i,
+            None => {
+                kept.plugins.push(record.plugin.clone());
+                kept.plugins.len() - 1
+            }
         };
-        let mut json = self.json.lock().unwrap_or_else(|e| e.into_inner());
-        let len = json.len();
-        if len > 0 {
-            json.push(b',');
+        let message = kept.keep(&record.message);
+        let first_field = kept.fields.len();
+        for (key, value) in &record.fields {
+            let key = kept.keep(key);
+            let start = kept.text.len();
+            match value {
+                PluginVal::String(text) => kept.text.push_str(text),
+                // Writing into a `String` cannot fail.
+                value => {
+                    let _ = write!(kept.text, "{}", Rendered(value));
+                }
+            }
+            kept.fields.push((key, start..kept.text.len()));
         }
-        // Writing into a `Vec` fails only if the serializer does, and it
-        // cannot for these types; a failure leaves the earlier lines whole.
-        if serde_json::to_writer(&mut *json, &line).is_err() {
-            json.truncate(len);
-        }
+        kept.records.push(KeptRecord {
+            plugin,
+            level: record.level.name(),
+            message,
+            fields: first_field..kept.fields.len(),
+        });
     }
 
-    /// The lines so far, as the stats JSON's `logs` array.
+    /// The records kept so far, as the stats JSON's `logs` array.
     pub fn lines(&self) -> LogLines {
-        let json = self.json.lock().unwrap_or_else(|e| e.into_inner());
-        let mut array = String::with_capacity(json.len() + 2);
-        array.push('[');
-        // `serde_json` writes UTF-8, so this never replaces anything.
-        array.push_str(&String::from_utf8_lossy(&json));
-        array.push(']');
-        LogLines(serde_json::value::RawValue::from_string(array).unwrap_or_else(|_| empty_array()))
+        let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        let lines: Vec<LogLine<'_>> = kept
+            .records
+            .iter()
+            .map(|r| LogLine {
+                plugin: &kept.plugins[r.plugin],
+                level: r.level,
+                message: &kept.text[r.message.clone()],
+                fields: KeptFields {
+                    text: &kept.text,
+                    spans: &kept.fields[r.fields.clone()],
+                },
+            })
+            .collect();
+        serde_json::value::to_raw_value(&lines)
+            .map(LogLines)
+            .unwrap_or_default()
     }
 }
 
@@ -979,6 +1047,11 @@ mod tests {
         };
         book.push(&record);
         book.push(&LogRecord {
+            plugin: "q".into(),
+            fields: vec![("n".into(), PluginVal::U64(7))],
+            ..record.clone()
+        });
+        book.push(&LogRecord {
             fields: Vec::new(),
             ..record
         });
@@ -998,6 +1071,7 @@ mod tests {
                         ["d", "25000ns"],
                     ],
                 },
+                {"plugin": "q", "level": "debug", "message": "m \"quoted\"", "fields": [["n", "7"]]},
                 {"plugin": "p", "level": "debug", "message": "m \"quoted\"", "fields": []},
             ])
         );

@@ -485,19 +485,20 @@ macro_rules! reference_suite {
                 ranges: vec![(990, 1_000)],
                 ecn: None,
             });
+            let ctx = |packet_number| RxContext {
+                packet_type: PacketType::OneRtt,
+                space: PnSpace::ApplicationData,
+                packet_number,
+                now: 0,
+            };
             let mut p = pair(&["ack-logger"], &[]);
             p.handshake();
             let c = &mut p.client;
             let mut offered = 0;
             while c.plugins.observes_frame_type(ACK) {
                 assert!(offered < 100_000, "the budget is never spent");
-                let ctx = RxContext {
-                    packet_type: PacketType::OneRtt,
-                    space: PnSpace::ApplicationData,
-                    packet_number: offered,
-                    now: 0,
-                };
-                c.plugins.observe_frame(&mut c.conn, Anchor::After, &ack, ctx);
+                c.plugins
+                    .observe_frame(&mut c.conn, Anchor::After, &ack, ctx(offered));
                 offered += 1;
             }
             let logged = c.conn.log_count("ack-logger", Some("ack processed")) as u64;
@@ -508,13 +509,8 @@ macro_rules! reference_suite {
             assert!(offered <= logged + stats.logs_dropped);
 
             // Offered anyway, as a host that does not ask first would.
-            let ctx = RxContext {
-                packet_type: PacketType::OneRtt,
-                space: PnSpace::ApplicationData,
-                packet_number: offered,
-                now: 0,
-            };
-            c.plugins.observe_frame(&mut c.conn, Anchor::After, &ack, ctx);
+            c.plugins
+                .observe_frame(&mut c.conn, Anchor::After, &ack, ctx(offered));
             assert_eq!(c.plugins.stats()[0].calls, 1 + offered, "not called again");
         }
 

@@ -19,7 +19,8 @@ impl LogRecord {
     /// The bytes this record is charged against its plugin's log budget
     /// (CQ-LIMIT-12): [`crate::config::LOG_RECORD_BYTES`] for the record,
     /// then the message, each key, and each string or bytes value by its
-    /// length, any other value as 16 bytes.
+    /// length, a frame as 16 bytes plus what it carries (see
+    /// [`frame_log_bytes`]), any other value as 16 bytes.
     pub fn charged_size(&self) -> usize {
         crate::config::LOG_RECORD_BYTES
             + self.message.len()
@@ -31,10 +32,26 @@ impl LogRecord {
                         + match value {
                             PluginVal::String(text) => text.len(),
                             PluginVal::Bytes(bytes) => bytes.len(),
+                            PluginVal::Frame(frame) => 16 + frame_log_bytes(frame),
                             _ => 16,
                         }
                 })
                 .sum::<usize>()
+    }
+}
+
+/// What a frame logged as a value carries besides its fixed fields, in
+/// bytes (CQ-LIMIT-12): its token, reason phrase, or connection ID and
+/// reset token, and 16 bytes per ACK range. Counted at 16 bytes like the
+/// other values, a frame let a plugin pass its host any amount of data (20
+/// MiB of NEW_TOKEN frames left a 1 MiB budget almost whole).
+fn frame_log_bytes(frame: &abi::Frame) -> usize {
+    match frame {
+        abi::Frame::NewToken(token) => token.len(),
+        abi::Frame::Ack(ack) => 16 * ack.ranges.len(),
+        abi::Frame::NewConnectionId(f) => f.connection_id.len() + f.stateless_reset_token.len(),
+        abi::Frame::ConnectionClose(f) => f.reason.len(),
+        _ => 0,
     }
 }
 

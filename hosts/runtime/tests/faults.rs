@@ -705,3 +705,47 @@ fn empty_log_records_still_spend_the_budget() {
     let stats = &p.client.plugins.stats()[0];
     assert_eq!(stats.logs_dropped, (20_000 - passed) as u64);
 }
+
+/// CQ-LIMIT-12: a frame among a record's values counts the bytes it carries,
+/// so a plugin cannot pass its host any amount of data as frames: 320
+/// records whose one value is a NEW_TOKEN frame of 64 KiB (20 MiB in all,
+/// in calls short enough for the call deadline) pass at most the 1 MiB
+/// budget of tokens.
+#[test]
+fn frames_in_log_records_spend_the_budget_by_their_bytes() {
+    use corequic_runtime::abi::Frame;
+    let mut p = pair(&["test-hostile"], &[]);
+    let mut left = Vec::new();
+    for _ in 0..80 {
+        let r = p.client.plugins.plugin_control(
+            &mut p.client.conn,
+            0x48_000d,
+            &[PluginVal::U64(4), PluginVal::U64(64 * 1024)],
+        );
+        left.push(r);
+    }
+    assert_eq!(
+        left.last(),
+        Some(&Ok(vec![PluginVal::U64(0)])),
+        "the budget is spent"
+    );
+    let token_bytes: usize = p
+        .client
+        .conn
+        .logs
+        .iter()
+        .flat_map(|r| &r.fields)
+        .map(|(_, value)| match value {
+            PluginVal::Frame(Frame::NewToken(token)) => token.len(),
+            _ => 0,
+        })
+        .sum();
+    let budget = corequic_runtime::config::MAX_LOG_BYTES;
+    assert!(
+        token_bytes <= budget,
+        "{token_bytes} bytes of tokens passed"
+    );
+    let passed = p.client.conn.log_count("hostile", None);
+    let stats = &p.client.plugins.stats()[0];
+    assert_eq!(stats.logs_dropped, (320 - passed) as u64);
+}

@@ -1,6 +1,6 @@
 //! A plugin that misbehaves on request, for the runtime's negative tests.
 //! Each plugin-control id triggers one misbehaviour right away or arms it
-//! for a later routine call (plugin-control ids 0x480001..0x48000c). It DEFINEs routines, so its faults close the
+//! for a later routine call (plugin-control ids 0x480001..0x48000d). It DEFINEs routines, so its faults close the
 //! connection; `observer` is its counterpart that only observes.
 
 #![cfg_attr(target_arch = "wasm32", no_std)]
@@ -34,6 +34,11 @@ const INIT_CONTROL_RESULT: u64 = 0x48_000a;
 const LOG_FLOOD: u64 = 0x48_000b;
 /// Call plugin-control `id` `n` times with `arg` (`u64`s `id`, `n`, `arg`).
 const CALL_REPEATEDLY: u64 = 0x48_000c;
+/// Log `u64` records with no message and one field: a NEW_TOKEN frame whose
+/// token is 64 KiB, or the second argument's length.
+const LOG_FRAME_FLOOD: u64 = 0x48_000d;
+/// NEW_TOKEN: `[]`, the token as its bytes.
+const NEW_TOKEN: u64 = 0x07;
 /// Padding's toggle.
 const PADDING_TOGGLE: u64 = 0x8_0001;
 
@@ -62,6 +67,7 @@ impl Plugin for Hostile {
             INIT_CONTROL_RESULT,
             LOG_FLOOD,
             CALL_REPEATEDLY,
+            LOG_FRAME_FLOOD,
         ])
         .fold(Manifest::new("hostile", "0.2.0"), |m, id| m.control(id))
         .bind(routine::SHOULD_SEND_FRAME, Anchor::Define, FRAME_HOSTILE)
@@ -167,6 +173,25 @@ impl Plugin for Hostile {
                 let mut left = u64::MAX;
                 for _ in 0..n {
                     left = raw_log(LogLevel::Info, &text, &[])?;
+                }
+                Ok(vec![PluginVal::U64(left)])
+            }
+            LOG_FRAME_FLOOD => {
+                let (n, len) = match args.as_slice() {
+                    [PluginVal::U64(n)] => (*n, 64 * 1024),
+                    [PluginVal::U64(n), PluginVal::U64(len)] => (*n, *len as usize),
+                    _ => (0, 0),
+                };
+                // A frame carries bytes that a host must count too.
+                let token = PluginVal::Frame(Frame {
+                    frame_type: NEW_TOKEN,
+                    values: Vec::new(),
+                    data: vec![b't'; len],
+                });
+                let fields = [(String::from("frame"), token)];
+                let mut left = u64::MAX;
+                for _ in 0..n {
+                    left = raw_log(LogLevel::Info, "", &fields)?;
                 }
                 Ok(vec![PluginVal::U64(left)])
             }

@@ -170,6 +170,15 @@ fn limits_a_host_that_does_not_close_after_a_define_fault_fails() {
 }
 
 #[test]
+fn limits_a_host_that_counts_only_log_text_fails() {
+    catches("limits.empty-log-records-spend-the-budget", "log-text-only");
+    catches(
+        "limits.frames-in-log-records-spend-the-budget",
+        "log-text-only",
+    );
+}
+
+#[test]
 fn fields_a_host_that_reads_none_as_zero_fails() {
     catches(
         "fields.largest-received-is-none-before-any-packet",

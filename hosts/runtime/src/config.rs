@@ -97,11 +97,15 @@ pub enum InjectedFault {
     /// as a host whose endpoint does not pass the sockets' ECN bits to a
     /// stack that counts them would (CQ-FIELD-17).
     EcnMarksNotRead,
+    /// Count a log record against its plugin's budget by its text alone,
+    /// as 0.2.1 wrote CQ-LIMIT-12: nothing for the record itself, 16 bytes
+    /// for a frame whatever it carries (CQ-LIMIT-12).
+    LogTextOnly,
 }
 
 impl InjectedFault {
     /// Every switch, in declaration order.
-    pub const ALL: [InjectedFault; 16] = [
+    pub const ALL: [InjectedFault; 17] = [
         InjectedFault::AcceptForeignAbi,
         InjectedFault::UncountedDenials,
         InjectedFault::KeepHaltAfterRemoval,
@@ -118,6 +122,7 @@ impl InjectedFault {
         InjectedFault::UnknownErrorKindsAsFailed,
         InjectedFault::ExactAbiVersionOnly,
         InjectedFault::EcnMarksNotRead,
+        InjectedFault::LogTextOnly,
     ];
 
     /// Its command-line name.
@@ -139,6 +144,7 @@ impl InjectedFault {
             InjectedFault::UnknownErrorKindsAsFailed => "unknown-error-kinds-as-failed",
             InjectedFault::ExactAbiVersionOnly => "exact-abi-version-only",
             InjectedFault::EcnMarksNotRead => "ecn-marks-not-read",
+            InjectedFault::LogTextOnly => "log-text-only",
         }
     }
 

@@ -18,12 +18,26 @@ pub struct LogRecord {
 impl LogRecord {
     /// The bytes this record is charged against its plugin's log budget
     /// (CQ-LIMIT-12): [`crate::config::LOG_RECORD_BYTES`] for the record,
-    /// then the message, each key, and each string or bytes value by its
-    /// length, a frame as 16 bytes plus what it carries (see
-    /// [`frame_log_bytes`]), any other value as 16 bytes.
+    /// its text (message, keys, and each string or bytes value by its
+    /// length, any other value as 16 bytes), and what its frames carry
+    /// besides (`frame_log_bytes`).
     pub fn charged_size(&self) -> usize {
         crate::config::LOG_RECORD_BYTES
-            + self.message.len()
+            + self.text_size()
+            + self
+                .fields
+                .iter()
+                .map(|(_, value)| match value {
+                    PluginVal::Frame(frame) => frame_log_bytes(frame),
+                    _ => 0,
+                })
+                .sum::<usize>()
+    }
+
+    /// The message, each key, and each string or bytes value by its
+    /// length, any other value as 16 bytes.
+    pub(crate) fn text_size(&self) -> usize {
+        self.message.len()
             + self
                 .fields
                 .iter()
@@ -32,7 +46,6 @@ impl LogRecord {
                         + match value {
                             PluginVal::String(text) => text.len(),
                             PluginVal::Bytes(bytes) => bytes.len(),
-                            PluginVal::Frame(frame) => 16 + frame_log_bytes(frame),
                             _ => 16,
                         }
                 })

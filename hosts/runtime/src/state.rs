@@ -93,7 +93,11 @@ impl PluginState {
                 _ => {}
             }
         }
-        let size = record.charged_size();
+        let size = if self.injected.has(InjectedFault::LogTextOnly) {
+            record.text_size()
+        } else {
+            record.charged_size()
+        };
         if size > self.log_budget {
             // A record that does not fit spends the budget: every later
             // record is dropped too, and `log` answers 0 (CQ-LIMIT-12).

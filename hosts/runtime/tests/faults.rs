@@ -685,15 +685,12 @@ fn log_records_stay_within_the_plugins_budget() {
 #[test]
 fn empty_log_records_still_spend_the_budget() {
     let mut p = pair(&["test-hostile"], &[]);
-    let mut left = Vec::new();
-    for _ in 0..10 {
-        let r = p.client.plugins.plugin_control(
-            &mut p.client.conn,
-            0x48_000b,
-            &[PluginVal::U64(2_000), PluginVal::U64(0)],
-        );
-        left.push(r);
-    }
+    let left = control_repeatedly(
+        &mut p,
+        0x48_000b,
+        &[PluginVal::U64(2_000), PluginVal::U64(0)],
+        10,
+    );
     assert_eq!(
         left.last(),
         Some(&Ok(vec![PluginVal::U64(0)])),
@@ -715,15 +712,12 @@ fn empty_log_records_still_spend_the_budget() {
 fn frames_in_log_records_spend_the_budget_by_their_bytes() {
     use corequic_runtime::abi::Frame;
     let mut p = pair(&["test-hostile"], &[]);
-    let mut left = Vec::new();
-    for _ in 0..80 {
-        let r = p.client.plugins.plugin_control(
-            &mut p.client.conn,
-            0x48_000d,
-            &[PluginVal::U64(4), PluginVal::U64(64 * 1024)],
-        );
-        left.push(r);
-    }
+    let left = control_repeatedly(
+        &mut p,
+        0x48_000d,
+        &[PluginVal::U64(4), PluginVal::U64(64 * 1024)],
+        80,
+    );
     assert_eq!(
         left.last(),
         Some(&Ok(vec![PluginVal::U64(0)])),
@@ -748,4 +742,21 @@ fn frames_in_log_records_spend_the_budget_by_their_bytes() {
     let passed = p.client.conn.log_count("hostile", None);
     let stats = &p.client.plugins.stats()[0];
     assert_eq!(stats.logs_dropped, (320 - passed) as u64);
+}
+
+/// Call the client's plugin-control `id` with `args` `times` times, in calls
+/// short enough for the call deadline; what each call returned.
+fn control_repeatedly(
+    p: &mut corequic_mock::MockPair,
+    id: u64,
+    args: &[PluginVal],
+    times: usize,
+) -> Vec<Result<Vec<PluginVal>, corequic_runtime::RoutineError>> {
+    (0..times)
+        .map(|_| {
+            p.client
+                .plugins
+                .plugin_control(&mut p.client.conn, id, args)
+        })
+        .collect()
 }

@@ -1,6 +1,6 @@
 //! A plugin that misbehaves on request, for the runtime's negative tests.
 //! Each plugin-control id triggers one misbehaviour right away or arms it
-//! for a later routine call (plugin-control ids 0x480001..0x48000d). It DEFINEs routines, so its faults close the
+//! for a later routine call (plugin-control ids 0x480001..0x48000e). It DEFINEs routines, so its faults close the
 //! connection; `observer` is its counterpart that only observes.
 
 #![cfg_attr(target_arch = "wasm32", no_std)]
@@ -37,6 +37,9 @@ const CALL_REPEATEDLY: u64 = 0x48_000c;
 /// Log `u64` records with no message and one field: a NEW_TOKEN frame whose
 /// token is 64 KiB, or the second argument's length.
 const LOG_FRAME_FLOOD: u64 = 0x48_000d;
+/// Log `u64` records with no text at all: the log flood with a length of
+/// 0, for callers that pass one argument (an endpoint's `--control`).
+const LOG_EMPTY_FLOOD: u64 = 0x48_000e;
 /// NEW_TOKEN: `[]`, the token as its bytes.
 const NEW_TOKEN: u64 = 0x07;
 /// Padding's toggle.
@@ -68,6 +71,7 @@ impl Plugin for Hostile {
             LOG_FLOOD,
             CALL_REPEATEDLY,
             LOG_FRAME_FLOOD,
+            LOG_EMPTY_FLOOD,
         ])
         .fold(Manifest::new("hostile", "0.2.0"), |m, id| m.control(id))
         .bind(routine::SHOULD_SEND_FRAME, Anchor::Define, FRAME_HOSTILE)
@@ -160,8 +164,9 @@ impl Plugin for Hostile {
                 .init_control
                 .take()
                 .unwrap_or_else(|| Err(Error::not_found("no init control"))),
-            LOG_FLOOD => {
+            LOG_FLOOD | LOG_EMPTY_FLOOD => {
                 let (n, len) = match args.as_slice() {
+                    [PluginVal::U64(n)] if id == LOG_EMPTY_FLOOD => (*n, 0),
                     [PluginVal::U64(n)] => (*n, 4096),
                     [PluginVal::U64(n), PluginVal::U64(len)] => (*n, *len as usize),
                     _ => (0, 0),

@@ -10,7 +10,7 @@ PLUGIN_OUT := build/plugins
 
 # Reference plugins (shipped) and test plugins (used by the test suite).
 PLUGINS := padding probe bdp dummy ack-logger
-TEST_PLUGINS := test-bench test-chaos test-chaos-sink test-hostile test-observer test-abi-mismatch test-liar test-tp-flood test-endless-manifest test-field-probe cq-api-probe cq-init-fails cq-tp-reject cq-bad-manifest cq-observer-probe cq-parse-only cq-writes-flow-limits cq-handshake-fault cq-handshake-timer
+TEST_PLUGINS := test-bench test-chaos test-chaos-sink test-hostile test-observer test-abi-mismatch test-liar test-tp-flood test-endless-manifest test-unlisted-routine test-field-probe cq-api-probe cq-init-fails cq-tp-reject cq-bad-manifest cq-observer-probe cq-parse-only cq-writes-flow-limits cq-handshake-fault cq-handshake-timer
 ALL_PLUGINS := $(PLUGINS) $(TEST_PLUGINS)
 # binaryen's optimizer on each core module before it becomes a component
 # (Debian package binaryen, installed by `make setup`); the features are
@@ -138,10 +138,11 @@ plugins: setup patches corequic-tool
 ## core-quic:manifest section (spec CQ-LOAD-22).
 COREQUIC := $(TARGET_DIR)/debug/corequic
 # Plugins that carry no embedded manifest: one whose manifest never
-# returns, one that targets another ABI version (the kit's refusal cases),
+# returns, one whose manifest traps (it binds a routine it does not export),
+# one that targets another ABI version (the kit's refusal cases),
 # and the chaos plugin, whose manifest depends on the seed the chaos
 # harness writes into each copy.
-NO_EMBED := test-endless-manifest test-abi-mismatch test-chaos
+NO_EMBED := test-endless-manifest test-unlisted-routine test-abi-mismatch test-chaos
 corequic-tool: setup patches
 	$(CARGO) build -q -p corequic-cli
 

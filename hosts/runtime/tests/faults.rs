@@ -128,6 +128,21 @@ fn an_endless_manifest_is_refused_naming_the_cpu_deadline() {
     );
 }
 
+/// A plugin whose manifest binds a routine that its `export_plugin!` list
+/// leaves out (so the export is the SDK's trapping stub) does not load: the
+/// SDK's `manifest` traps instead of returning that manifest.
+#[test]
+fn a_binding_of_a_routine_the_sdk_left_unexported_refuses_the_plugin() {
+    let err = runtime()
+        .load_file(&plugin_path("test-unlisted-routine"), &Grants::all())
+        .expect_err("refused");
+    let text = err.to_string();
+    assert!(
+        text.contains("test-unlisted-routine") && text.contains("manifest"),
+        "{text}"
+    );
+}
+
 /// The same bound holds for code that wasmtime's baseline compiler made
 /// (`RuntimeConfig::compiler`), and a plugin it compiled runs.
 #[test]

@@ -49,4 +49,4 @@ impl Plugin for AckLogger {
     }
 }
 
-export_plugin!(AckLogger);
+export_plugin!(AckLogger, routines: [process_frame]);

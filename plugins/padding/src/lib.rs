@@ -129,4 +129,12 @@ impl Plugin for Padding {
     }
 }
 
-export_plugin!(Padding);
+export_plugin!(
+    Padding,
+    routines: [
+        should_send_frame,
+        write_frame,
+        on_frame_reserved,
+        plugin_control,
+    ]
+);

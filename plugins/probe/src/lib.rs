@@ -67,4 +67,4 @@ impl Plugin for Probe {
     }
 }
 
-export_plugin!(Probe);
+export_plugin!(Probe, routines: [process_frame, plugin_control]);

@@ -46,9 +46,9 @@ pub mod bindings {
     wit_bindgen::generate!({
         path: "../../wit",
         world: "plugin",
-        pub_export_macro: true,
-        export_macro_name: "export_bindings",
-        default_bindings_module: "::corequic_sdk::bindings",
+        // `export_plugin!` writes the exports itself (see `export`), so the
+        // world with its exports is encoded here, not in an export macro.
+        pub_export_macro: false,
     });
 }
 
@@ -66,6 +66,7 @@ pub type Result<T> = core::result::Result<T, Error>;
 pub const ABI_VERSION: &str = "0.2.1";
 
 pub mod error_kind;
+pub mod export;
 pub mod field;
 pub mod frame;
 pub mod host;
@@ -312,6 +313,8 @@ impl InstanceFlag {
 /// Gives the adapter access to the plugin's per-instance value.
 #[doc(hidden)]
 pub trait Instance: Plugin {
+    /// The routines `export_plugin!` exported (see `export`).
+    const EXPORTED: u32;
     fn with<R>(f: impl FnOnce(&mut Self) -> R) -> R;
 }
 
@@ -321,7 +324,13 @@ pub struct Adapter<P>(core::marker::PhantomData<P>);
 
 impl<P: Instance> bindings::exports::core_quic::plugin::routines::Guest for Adapter<P> {
     fn manifest() -> PluginManifest {
-        P::manifest().into_wit()
+        let manifest = P::manifest().into_wit();
+        // A binding of a routine that `export_plugin!` did not list would
+        // reach a stub: refuse to load instead (see `export`).
+        if export::unexported_binding(&manifest, P::EXPORTED).is_some() {
+            trap();
+        }
+        manifest
     }
     fn init() -> Result<()> {
         P::with(|p| p.init())
@@ -374,17 +383,44 @@ impl<P: Instance> bindings::exports::core_quic::plugin::routines::Guest for Adap
     }
 }
 
+/// Export a type that implements the generated
+/// `bindings::exports::core_quic::plugin::routines::Guest` trait itself, not
+/// [`Plugin`], as the component's routines, every one of them: for a plugin
+/// that handles the ABI's types without the SDK's help.
+#[macro_export]
+macro_rules! export_guest {
+    ($ty:ty) => {
+        $crate::__export_routines!($ty, $crate::export::ALL);
+    };
+}
+
 /// Export a [`Plugin`] type as the component's routines.
+///
+/// `export_plugin!(MyPlugin)` exports every routine.
+/// `export_plugin!(MyPlugin, routines: [process_frame, plugin_control])`
+/// exports only the listed ones, besides `manifest` and `init`, and makes the
+/// plugin smaller: every other routine's export traps without the glue that
+/// lifts its arguments (see [`export`](crate::export)). The names are those
+/// of [`Plugin`]'s methods. List every routine the manifest binds, and
+/// `plugin_control` for a plugin with controls: `manifest` traps otherwise,
+/// and the plugin does not load. `on_plugin_timeout` always has its glue.
 #[macro_export]
 macro_rules! export_plugin {
     ($ty:ty) => {
+        $crate::export_plugin!(@exports $ty, $crate::export::ALL);
+    };
+    ($ty:ty, routines: [$($routine:ident),* $(,)?]) => {
+        $crate::export_plugin!(@exports $ty, 0 $(| $crate::__routine_export_bit!($routine))*);
+    };
+    (@exports $ty:ty, $exported:expr) => {
         impl $crate::Instance for $ty {
+            const EXPORTED: u32 = $exported;
             fn with<R>(f: impl FnOnce(&mut Self) -> R) -> R {
                 static CELL: $crate::InstanceCell<$ty> = $crate::InstanceCell::new();
                 CELL.with(f)
             }
         }
         type CorequicAdapter = $crate::Adapter<$ty>;
-        $crate::bindings::export_bindings!(CorequicAdapter with_types_in $crate::bindings);
+        $crate::__export_routines!(CorequicAdapter, <$ty as $crate::Instance>::EXPORTED);
     };
 }

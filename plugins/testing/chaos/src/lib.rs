@@ -696,4 +696,4 @@ impl Guest for ChaosPlugin {
     }
 }
 
-corequic_sdk::bindings::export_bindings!(ChaosPlugin with_types_in corequic_sdk::bindings);
+corequic_sdk::export_guest!(ChaosPlugin);

@@ -1,0 +1,259 @@
+//! How [`export_plugin!`](crate::export_plugin) turns a [`Plugin`](crate::Plugin)
+//! into the component's exports, exporting only the routines the plugin
+//! implements.
+//!
+//! Every export of the `routines` interface must exist in a component, but a
+//! host calls a routine only for a binding in the plugin's manifest
+//! (CQ-ANCHOR-3, CQ-ROUTINE-20, CQ-ROUTINE-22). The `wit-bindgen` glue of a
+//! routine (lifting its arguments, lowering its result) is most of a small
+//! plugin's code, so a routine the plugin does not list gets a stub that
+//! traps instead: `export_plugin!(Probe, routines: [process_frame,
+//! plugin_control])` is 4.9 KB smaller than `export_plugin!(Probe)`, which
+//! exports them all. `manifest`, `init` and `on-plugin-timeout` (which answers
+//! the plugin's timers, not a binding) always get their glue.
+//!
+//! A stub is never reached: `manifest` traps if a binding names a routine
+//! that is not listed, so the plugin fails to load (and `corequic
+//! embed-manifest`, which asks for the manifest, fails to build it).
+
+use crate::{PluginManifest, RoutineId};
+
+/// The bit of a listed routine in an export set: routine identifier `id`
+/// (1 to 10) is bit `id`.
+#[doc(hidden)]
+pub const fn routine_bit(id: RoutineId) -> u32 {
+    if id >= 1 && id <= 10 {
+        1 << id
+    } else {
+        CALL_ROUTINE
+    }
+}
+
+/// `call-routine`, which carries the routines added after 0.2.0, in an
+/// export set.
+#[doc(hidden)]
+pub const CALL_ROUTINE: u32 = 1 << 31;
+
+/// Every routine: what `export_plugin!(T)` without a list exports.
+#[doc(hidden)]
+pub const ALL: u32 = u32::MAX;
+
+/// The first binding of `manifest` whose routine is not in `exported`.
+#[doc(hidden)]
+pub fn unexported_binding(manifest: &PluginManifest, exported: u32) -> Option<RoutineId> {
+    manifest
+        .bindings
+        .iter()
+        .map(|b| b.routine)
+        .find(|&routine| exported & routine_bit(routine) == 0)
+}
+
+/// One export of the `routines` interface and its post-return function:
+/// the `wit-bindgen` glue when `$bit` is in `$exported`, a trap otherwise.
+/// The core signatures are those of the canonical ABI for 0.2.1;
+/// componentizing checks them against the WIT.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __export_routine {
+    ($exported:expr, $bit:expr, $adapter:ty, $name:literal, $cabi:ident, $post:ident,
+     ($($arg:ident: $t:ty),*)) => {
+        const _: () = {
+            #[unsafe(export_name = concat!("core-quic:plugin/routines@0.2.1#", $name))]
+            unsafe extern "C" fn export($($arg: $t),*) -> i32 {
+                if $exported & $bit != 0 {
+                    // SAFETY: the host calls this export as the canonical
+                    // ABI lowers it, which is what the glue expects.
+                    unsafe {
+                        $crate::bindings::exports::core_quic::plugin::routines::$cabi::<$adapter>(
+                            $($arg as _),*
+                        ) as _
+                    }
+                } else {
+                    $crate::trap()
+                }
+            }
+            #[unsafe(export_name = concat!("cabi_post_core-quic:plugin/routines@0.2.1#", $name))]
+            unsafe extern "C" fn post_return(ret: i32) {
+                if $exported & $bit != 0 {
+                    // SAFETY: `ret` is what `export` returned.
+                    unsafe {
+                        $crate::bindings::exports::core_quic::plugin::routines::$post::<$adapter>(
+                            ret as _,
+                        )
+                    }
+                }
+            }
+        };
+    };
+}
+
+/// The bit of a routine named in `export_plugin!`'s list; any other name
+/// is a compile error.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __routine_export_bit {
+    (write_transport_parameter) => {
+        $crate::export::routine_bit($crate::routine::WRITE_TRANSPORT_PARAMETER)
+    };
+    (decode_transport_parameter) => {
+        $crate::export::routine_bit($crate::routine::DECODE_TRANSPORT_PARAMETER)
+    };
+    (should_send_frame) => {
+        $crate::export::routine_bit($crate::routine::SHOULD_SEND_FRAME)
+    };
+    (write_frame) => {
+        $crate::export::routine_bit($crate::routine::WRITE_FRAME)
+    };
+    (on_frame_reserved) => {
+        $crate::export::routine_bit($crate::routine::ON_FRAME_RESERVED)
+    };
+    (notify_frame) => {
+        $crate::export::routine_bit($crate::routine::NOTIFY_FRAME)
+    };
+    (parse_frame) => {
+        $crate::export::routine_bit($crate::routine::PARSE_FRAME)
+    };
+    (process_frame) => {
+        $crate::export::routine_bit($crate::routine::PROCESS_FRAME)
+    };
+    (log_frame) => {
+        $crate::export::routine_bit($crate::routine::LOG_FRAME)
+    };
+    (plugin_control) => {
+        $crate::export::routine_bit($crate::routine::PLUGIN_CONTROL)
+    };
+    (call_routine) => {
+        $crate::export::CALL_ROUTINE
+    };
+}
+
+/// Every export of the `routines` interface for `$adapter`, with the
+/// routines of `$exported` bound to their glue.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __export_routines {
+    ($adapter:ty, $exported:expr) => {
+        const _: () = {
+            #[unsafe(export_name = "core-quic:plugin/routines@0.2.1#manifest")]
+            unsafe extern "C" fn export_manifest() -> i32 {
+                // SAFETY: called by the host as the canonical ABI lowers it.
+                unsafe {
+                    $crate::bindings::exports::core_quic::plugin::routines::_export_manifest_cabi::<$adapter>() as _
+                }
+            }
+            #[unsafe(export_name = "cabi_post_core-quic:plugin/routines@0.2.1#manifest")]
+            unsafe extern "C" fn post_return_manifest(ret: i32) {
+                // SAFETY: `ret` is what `export_manifest` returned.
+                unsafe {
+                    $crate::bindings::exports::core_quic::plugin::routines::__post_return_manifest::<$adapter>(ret as _)
+                }
+            }
+            #[unsafe(export_name = "core-quic:plugin/routines@0.2.1#init")]
+            unsafe extern "C" fn export_init() -> i32 {
+                // SAFETY: called by the host as the canonical ABI lowers it.
+                unsafe {
+                    $crate::bindings::exports::core_quic::plugin::routines::_export_init_cabi::<$adapter>() as _
+                }
+            }
+            #[unsafe(export_name = "cabi_post_core-quic:plugin/routines@0.2.1#init")]
+            unsafe extern "C" fn post_return_init(ret: i32) {
+                // SAFETY: `ret` is what `export_init` returned.
+                unsafe {
+                    $crate::bindings::exports::core_quic::plugin::routines::__post_return_init::<$adapter>(ret as _)
+                }
+            }
+        };
+        $crate::__export_routine!($exported, $crate::__routine_export_bit!(write_transport_parameter), $adapter,
+            "write-transport-parameter", _export_write_transport_parameter_cabi, __post_return_write_transport_parameter,
+            (a0: i32, a1: i64, a2: i32));
+        $crate::__export_routine!($exported, $crate::__routine_export_bit!(decode_transport_parameter), $adapter,
+            "decode-transport-parameter", _export_decode_transport_parameter_cabi, __post_return_decode_transport_parameter,
+            (a0: i32, a1: i64, a2: i32));
+        $crate::__export_routine!($exported, $crate::__routine_export_bit!(should_send_frame), $adapter,
+            "should-send-frame", _export_should_send_frame_cabi, __post_return_should_send_frame,
+            (a0: i32, a1: i64, a2: i32, a3: i32, a4: i64, a5: i32, a6: i64, a7: i64));
+        $crate::__export_routine!($exported, $crate::__routine_export_bit!(write_frame), $adapter,
+            "write-frame", _export_write_frame_cabi, __post_return_write_frame,
+            (a0: i32, a1: i64, a2: i32, a3: i32, a4: i64, a5: i32, a6: i64, a7: i64, a8: i32));
+        $crate::__export_routine!($exported, $crate::__routine_export_bit!(on_frame_reserved), $adapter,
+            "on-frame-reserved", _export_on_frame_reserved_cabi, __post_return_on_frame_reserved,
+            (a0: i32, a1: i64, a2: i64, a3: i32, a4: i32, a5: i64, a6: i32, a7: i64, a8: i64));
+        $crate::__export_routine!($exported, $crate::__routine_export_bit!(notify_frame), $adapter,
+            "notify-frame", _export_notify_frame_cabi, __post_return_notify_frame,
+            (a0: i32, a1: i64, a2: i64, a3: i32));
+        $crate::__export_routine!($exported, $crate::__routine_export_bit!(parse_frame), $adapter,
+            "parse-frame", _export_parse_frame_cabi, __post_return_parse_frame,
+            (a0: i32, a1: i64, a2: i32));
+        $crate::__export_routine!($exported, $crate::__routine_export_bit!(process_frame), $adapter,
+            "process-frame", _export_process_frame_cabi, __post_return_process_frame,
+            (a0: i32, a1: i64, a2: i32, a3: i32, a4: i32, a5: i32, a6: i32, a7: i32, a8: i64, a9: i64));
+        $crate::__export_routine!($exported, $crate::__routine_export_bit!(log_frame), $adapter,
+            "log-frame", _export_log_frame_cabi, __post_return_log_frame,
+            (a0: i32, a1: i64, a2: i32, a3: i32, a4: i32, a5: i32));
+        $crate::__export_routine!($crate::export::ALL, $crate::export::ALL, $adapter,
+            "on-plugin-timeout", _export_on_plugin_timeout_cabi, __post_return_on_plugin_timeout,
+            (a0: i64, a1: i64));
+        $crate::__export_routine!($exported, $crate::__routine_export_bit!(plugin_control), $adapter,
+            "plugin-control", _export_plugin_control_cabi, __post_return_plugin_control,
+            (a0: i64, a1: i32, a2: i32));
+        $crate::__export_routine!($exported, $crate::__routine_export_bit!(call_routine), $adapter,
+            "call-routine", _export_call_routine_cabi, __post_return_call_routine,
+            (a0: i32, a1: i32, a2: i64, a3: i32, a4: i32));
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Anchor, Manifest, routine};
+
+    #[test]
+    fn a_binding_of_an_unlisted_routine_is_found() {
+        let manifest = Manifest::new("t", "0.1.0")
+            .bind(routine::PROCESS_FRAME, Anchor::After, 0x1b)
+            .control(1)
+            .into_wit();
+        let listed = routine_bit(routine::PROCESS_FRAME) | routine_bit(routine::PLUGIN_CONTROL);
+        assert_eq!(unexported_binding(&manifest, listed), None);
+        assert_eq!(unexported_binding(&manifest, ALL), None);
+        assert_eq!(
+            unexported_binding(&manifest, routine_bit(routine::PROCESS_FRAME)),
+            Some(routine::PLUGIN_CONTROL)
+        );
+        assert_eq!(
+            unexported_binding(&manifest, CALL_ROUTINE),
+            Some(routine::PROCESS_FRAME)
+        );
+    }
+
+    #[test]
+    fn routines_after_0_2_0_need_call_routine() {
+        let manifest = Manifest::new("t", "0.1.0")
+            .bind(11, Anchor::Define, 0)
+            .into_wit();
+        assert_eq!(unexported_binding(&manifest, CALL_ROUTINE), None);
+        assert_eq!(unexported_binding(&manifest, !CALL_ROUTINE), Some(11));
+    }
+
+    #[test]
+    fn the_bits_of_listed_routines_are_distinct() {
+        let bits = [
+            crate::__routine_export_bit!(write_transport_parameter),
+            crate::__routine_export_bit!(decode_transport_parameter),
+            crate::__routine_export_bit!(should_send_frame),
+            crate::__routine_export_bit!(write_frame),
+            crate::__routine_export_bit!(on_frame_reserved),
+            crate::__routine_export_bit!(notify_frame),
+            crate::__routine_export_bit!(parse_frame),
+            crate::__routine_export_bit!(process_frame),
+            crate::__routine_export_bit!(log_frame),
+            crate::__routine_export_bit!(plugin_control),
+            crate::__routine_export_bit!(call_routine),
+        ];
+        let union = bits.iter().fold(0, |all, bit| {
+            assert_eq!(all & bit, 0, "bit {bit:#x} twice");
+            all | bit
+        });
+        assert_eq!(union.count_ones(), 11);
+    }
+}

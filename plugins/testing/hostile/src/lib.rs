@@ -128,9 +128,13 @@ impl Plugin for Hostile {
                 }
             }
             MEMORY_BOMB => {
+                // Reserved, not written: the memory grows as fast as the
+                // host lets it, and the call does not spend its CPU time on
+                // page faults, which on a loaded machine once took it past
+                // the CPU deadline before the memory limit.
                 let mut hoard: Vec<Vec<u8>> = Vec::new();
                 loop {
-                    hoard.push(vec![1; 1 << 20]);
+                    hoard.push(Vec::with_capacity(1 << 20));
                     core::hint::black_box(&hoard);
                 }
             }

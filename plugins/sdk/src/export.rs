@@ -8,8 +8,8 @@
 //! routine (lifting its arguments, lowering its result) is most of a small
 //! plugin's code, so a routine the plugin does not list gets a stub that
 //! traps instead: `export_plugin!(Probe, routines: [process_frame,
-//! plugin_control])` is 4.9 KB smaller than `export_plugin!(Probe)`, which
-//! exports them all. `manifest`, `init` and `on-plugin-timeout` (which answers
+//! plugin_control])` is 6.0 KB smaller than `export_plugin!(Probe)`, which
+//! exports them all. A stub has no post-return function either. `manifest`, `init` and `on-plugin-timeout` (which answers
 //! the plugin's timers, not a binding) always get their glue.
 //!
 //! A stub is never reached: `manifest` traps if a binding names a routine
@@ -34,7 +34,7 @@ pub const fn routine_bit(id: RoutineId) -> u32 {
 #[doc(hidden)]
 pub const CALL_ROUTINE: u32 = 1 << 31;
 
-/// Every routine: what `export_plugin!(T)` without a list exports.
+/// Every routine (the one `on-plugin-timeout` is exported with).
 #[doc(hidden)]
 pub const ALL: u32 = u32::MAX;
 
@@ -48,14 +48,14 @@ pub fn unexported_binding(manifest: &PluginManifest, exported: u32) -> Option<Ro
         .find(|&routine| exported & routine_bit(routine) == 0)
 }
 
-/// One export of the `routines` interface and its post-return function:
-/// the `wit-bindgen` glue when `$bit` is in `$exported`, a trap otherwise.
-/// The core signatures are those of the canonical ABI for 0.2.1;
-/// componentizing checks them against the WIT.
+/// One export of the `routines` interface: the `wit-bindgen` glue when
+/// `$bit` is in `$exported`, a trap otherwise. The core signatures are those
+/// of the canonical ABI for 0.2.1; componentizing checks them against the
+/// WIT.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __export_routine {
-    ($exported:expr, $bit:expr, $adapter:ty, $name:literal, $cabi:ident, $post:ident,
+    ($exported:expr, $bit:expr, $adapter:ty, $name:literal, $cabi:ident,
      ($($arg:ident: $t:ty),*)) => {
         const _: () = {
             #[unsafe(export_name = concat!("core-quic:plugin/routines@0.2.1#", $name))]
@@ -72,18 +72,76 @@ macro_rules! __export_routine {
                     $crate::trap()
                 }
             }
+        };
+    };
+}
+
+/// The post-return function of an export with glue, which frees what the
+/// export returned once the host has read it. A stub has none.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __export_post_return {
+    ($adapter:ty, $name:literal, $post:ident) => {
+        const _: () = {
             #[unsafe(export_name = concat!("cabi_post_core-quic:plugin/routines@0.2.1#", $name))]
             unsafe extern "C" fn post_return(ret: i32) {
-                if $exported & $bit != 0 {
-                    // SAFETY: `ret` is what `export` returned.
-                    unsafe {
-                        $crate::bindings::exports::core_quic::plugin::routines::$post::<$adapter>(
-                            ret as _,
-                        )
-                    }
+                // SAFETY: `ret` is what the export returned.
+                unsafe {
+                    $crate::bindings::exports::core_quic::plugin::routines::$post::<$adapter>(
+                        ret as _,
+                    )
                 }
             }
         };
+    };
+    ($adapter:ty, write_transport_parameter) => {
+        $crate::__export_post_return!(
+            $adapter,
+            "write-transport-parameter",
+            __post_return_write_transport_parameter
+        );
+    };
+    ($adapter:ty, decode_transport_parameter) => {
+        $crate::__export_post_return!(
+            $adapter,
+            "decode-transport-parameter",
+            __post_return_decode_transport_parameter
+        );
+    };
+    ($adapter:ty, should_send_frame) => {
+        $crate::__export_post_return!(
+            $adapter,
+            "should-send-frame",
+            __post_return_should_send_frame
+        );
+    };
+    ($adapter:ty, write_frame) => {
+        $crate::__export_post_return!($adapter, "write-frame", __post_return_write_frame);
+    };
+    ($adapter:ty, on_frame_reserved) => {
+        $crate::__export_post_return!(
+            $adapter,
+            "on-frame-reserved",
+            __post_return_on_frame_reserved
+        );
+    };
+    ($adapter:ty, notify_frame) => {
+        $crate::__export_post_return!($adapter, "notify-frame", __post_return_notify_frame);
+    };
+    ($adapter:ty, parse_frame) => {
+        $crate::__export_post_return!($adapter, "parse-frame", __post_return_parse_frame);
+    };
+    ($adapter:ty, process_frame) => {
+        $crate::__export_post_return!($adapter, "process-frame", __post_return_process_frame);
+    };
+    ($adapter:ty, log_frame) => {
+        $crate::__export_post_return!($adapter, "log-frame", __post_return_log_frame);
+    };
+    ($adapter:ty, plugin_control) => {
+        $crate::__export_post_return!($adapter, "plugin-control", __post_return_plugin_control);
+    };
+    ($adapter:ty, call_routine) => {
+        $crate::__export_post_return!($adapter, "call-routine", __post_return_call_routine);
     };
 }
 
@@ -127,12 +185,16 @@ macro_rules! __routine_export_bit {
     };
 }
 
-/// Every export of the `routines` interface for `$adapter`, with the
-/// routines of `$exported` bound to their glue.
+/// Every export of the `routines` interface for `$adapter`, with the listed
+/// routines bound to their glue.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __export_routines {
-    ($adapter:ty, $exported:expr) => {
+    ($adapter:ty, [$($routine:ident),*]) => {
+        $crate::__export_routines!(@exports $adapter, 0 $(| $crate::__routine_export_bit!($routine))*);
+        $($crate::__export_post_return!($adapter, $routine);)*
+    };
+    (@exports $adapter:ty, $exported:expr) => {
         const _: () = {
             #[unsafe(export_name = "core-quic:plugin/routines@0.2.1#manifest")]
             unsafe extern "C" fn export_manifest() -> i32 {
@@ -164,40 +226,41 @@ macro_rules! __export_routines {
             }
         };
         $crate::__export_routine!($exported, $crate::__routine_export_bit!(write_transport_parameter), $adapter,
-            "write-transport-parameter", _export_write_transport_parameter_cabi, __post_return_write_transport_parameter,
+            "write-transport-parameter", _export_write_transport_parameter_cabi,
             (a0: i32, a1: i64, a2: i32));
         $crate::__export_routine!($exported, $crate::__routine_export_bit!(decode_transport_parameter), $adapter,
-            "decode-transport-parameter", _export_decode_transport_parameter_cabi, __post_return_decode_transport_parameter,
+            "decode-transport-parameter", _export_decode_transport_parameter_cabi,
             (a0: i32, a1: i64, a2: i32));
         $crate::__export_routine!($exported, $crate::__routine_export_bit!(should_send_frame), $adapter,
-            "should-send-frame", _export_should_send_frame_cabi, __post_return_should_send_frame,
+            "should-send-frame", _export_should_send_frame_cabi,
             (a0: i32, a1: i64, a2: i32, a3: i32, a4: i64, a5: i32, a6: i64, a7: i64));
         $crate::__export_routine!($exported, $crate::__routine_export_bit!(write_frame), $adapter,
-            "write-frame", _export_write_frame_cabi, __post_return_write_frame,
+            "write-frame", _export_write_frame_cabi,
             (a0: i32, a1: i64, a2: i32, a3: i32, a4: i64, a5: i32, a6: i64, a7: i64, a8: i32));
         $crate::__export_routine!($exported, $crate::__routine_export_bit!(on_frame_reserved), $adapter,
-            "on-frame-reserved", _export_on_frame_reserved_cabi, __post_return_on_frame_reserved,
+            "on-frame-reserved", _export_on_frame_reserved_cabi,
             (a0: i32, a1: i64, a2: i64, a3: i32, a4: i32, a5: i64, a6: i32, a7: i64, a8: i64));
         $crate::__export_routine!($exported, $crate::__routine_export_bit!(notify_frame), $adapter,
-            "notify-frame", _export_notify_frame_cabi, __post_return_notify_frame,
+            "notify-frame", _export_notify_frame_cabi,
             (a0: i32, a1: i64, a2: i64, a3: i32));
         $crate::__export_routine!($exported, $crate::__routine_export_bit!(parse_frame), $adapter,
-            "parse-frame", _export_parse_frame_cabi, __post_return_parse_frame,
+            "parse-frame", _export_parse_frame_cabi,
             (a0: i32, a1: i64, a2: i32));
         $crate::__export_routine!($exported, $crate::__routine_export_bit!(process_frame), $adapter,
-            "process-frame", _export_process_frame_cabi, __post_return_process_frame,
+            "process-frame", _export_process_frame_cabi,
             (a0: i32, a1: i64, a2: i32, a3: i32, a4: i32, a5: i32, a6: i32, a7: i32, a8: i64, a9: i64));
         $crate::__export_routine!($exported, $crate::__routine_export_bit!(log_frame), $adapter,
-            "log-frame", _export_log_frame_cabi, __post_return_log_frame,
+            "log-frame", _export_log_frame_cabi,
             (a0: i32, a1: i64, a2: i32, a3: i32, a4: i32, a5: i32));
         $crate::__export_routine!($crate::export::ALL, $crate::export::ALL, $adapter,
-            "on-plugin-timeout", _export_on_plugin_timeout_cabi, __post_return_on_plugin_timeout,
+            "on-plugin-timeout", _export_on_plugin_timeout_cabi,
             (a0: i64, a1: i64));
+        $crate::__export_post_return!($adapter, "on-plugin-timeout", __post_return_on_plugin_timeout);
         $crate::__export_routine!($exported, $crate::__routine_export_bit!(plugin_control), $adapter,
-            "plugin-control", _export_plugin_control_cabi, __post_return_plugin_control,
+            "plugin-control", _export_plugin_control_cabi,
             (a0: i64, a1: i32, a2: i32));
         $crate::__export_routine!($exported, $crate::__routine_export_bit!(call_routine), $adapter,
-            "call-routine", _export_call_routine_cabi, __post_return_call_routine,
+            "call-routine", _export_call_routine_cabi,
             (a0: i32, a1: i32, a2: i64, a3: i32, a4: i32));
     };
 }

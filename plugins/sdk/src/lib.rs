@@ -390,7 +390,22 @@ impl<P: Instance> bindings::exports::core_quic::plugin::routines::Guest for Adap
 #[macro_export]
 macro_rules! export_guest {
     ($ty:ty) => {
-        $crate::__export_routines!($ty, $crate::export::ALL);
+        $crate::__export_routines!(
+            $ty,
+            [
+                write_transport_parameter,
+                decode_transport_parameter,
+                should_send_frame,
+                write_frame,
+                on_frame_reserved,
+                notify_frame,
+                parse_frame,
+                process_frame,
+                log_frame,
+                plugin_control,
+                call_routine
+            ]
+        );
     };
 }
 
@@ -407,20 +422,21 @@ macro_rules! export_guest {
 #[macro_export]
 macro_rules! export_plugin {
     ($ty:ty) => {
-        $crate::export_plugin!(@exports $ty, $crate::export::ALL);
+        $crate::export_plugin!($ty, routines: [
+            write_transport_parameter, decode_transport_parameter, should_send_frame,
+            write_frame, on_frame_reserved, notify_frame, parse_frame, process_frame,
+            log_frame, plugin_control, call_routine
+        ]);
     };
     ($ty:ty, routines: [$($routine:ident),* $(,)?]) => {
-        $crate::export_plugin!(@exports $ty, 0 $(| $crate::__routine_export_bit!($routine))*);
-    };
-    (@exports $ty:ty, $exported:expr) => {
         impl $crate::Instance for $ty {
-            const EXPORTED: u32 = $exported;
+            const EXPORTED: u32 = 0 $(| $crate::__routine_export_bit!($routine))*;
             fn with<R>(f: impl FnOnce(&mut Self) -> R) -> R {
                 static CELL: $crate::InstanceCell<$ty> = $crate::InstanceCell::new();
                 CELL.with(f)
             }
         }
         type CorequicAdapter = $crate::Adapter<$ty>;
-        $crate::__export_routines!(CorequicAdapter, <$ty as $crate::Instance>::EXPORTED);
+        $crate::__export_routines!(CorequicAdapter, [$($routine),*]);
     };
 }

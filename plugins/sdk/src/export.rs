@@ -190,6 +190,24 @@ macro_rules! __routine_export_bit {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __export_routines {
+    ($adapter:ty, every) => {
+        $crate::__export_routines!(
+            $adapter,
+            [
+                write_transport_parameter,
+                decode_transport_parameter,
+                should_send_frame,
+                write_frame,
+                on_frame_reserved,
+                notify_frame,
+                parse_frame,
+                process_frame,
+                log_frame,
+                plugin_control,
+                call_routine
+            ]
+        );
+    };
     ($adapter:ty, [$($routine:ident),*]) => {
         $crate::__export_routines!(@exports $adapter, 0 $(| $crate::__routine_export_bit!($routine))*);
         $($crate::__export_post_return!($adapter, $routine);)*

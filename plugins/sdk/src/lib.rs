@@ -390,22 +390,7 @@ impl<P: Instance> bindings::exports::core_quic::plugin::routines::Guest for Adap
 #[macro_export]
 macro_rules! export_guest {
     ($ty:ty) => {
-        $crate::__export_routines!(
-            $ty,
-            [
-                write_transport_parameter,
-                decode_transport_parameter,
-                should_send_frame,
-                write_frame,
-                on_frame_reserved,
-                notify_frame,
-                parse_frame,
-                process_frame,
-                log_frame,
-                plugin_control,
-                call_routine
-            ]
-        );
+        $crate::__export_routines!($ty, every);
     };
 }
 
@@ -422,21 +407,30 @@ macro_rules! export_guest {
 #[macro_export]
 macro_rules! export_plugin {
     ($ty:ty) => {
-        $crate::export_plugin!($ty, routines: [
-            write_transport_parameter, decode_transport_parameter, should_send_frame,
-            write_frame, on_frame_reserved, notify_frame, parse_frame, process_frame,
-            log_frame, plugin_control, call_routine
-        ]);
+        $crate::__export_plugin!($ty, $crate::export::ALL, every);
     };
     ($ty:ty, routines: [$($routine:ident),* $(,)?]) => {
+        $crate::__export_plugin!(
+            $ty,
+            0 $(| $crate::__routine_export_bit!($routine))*,
+            [$($routine),*]
+        );
+    };
+}
+
+/// The body of [`export_plugin!`]: `$exported` is the set of `$routines`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __export_plugin {
+    ($ty:ty, $exported:expr, $routines:tt) => {
         impl $crate::Instance for $ty {
-            const EXPORTED: u32 = 0 $(| $crate::__routine_export_bit!($routine))*;
+            const EXPORTED: u32 = $exported;
             fn with<R>(f: impl FnOnce(&mut Self) -> R) -> R {
                 static CELL: $crate::InstanceCell<$ty> = $crate::InstanceCell::new();
                 CELL.with(f)
             }
         }
         type CorequicAdapter = $crate::Adapter<$ty>;
-        $crate::__export_routines!(CorequicAdapter, [$($routine),*]);
+        $crate::__export_routines!(CorequicAdapter, $routines);
     };
 }

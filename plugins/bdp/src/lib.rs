@@ -183,16 +183,5 @@ impl Plugin for Bdp {
 
 export_plugin!(
     Bdp,
-    routines: [
-        write_transport_parameter,
-        decode_transport_parameter,
-        should_send_frame,
-        write_frame,
-        on_frame_reserved,
-        notify_frame,
-        parse_frame,
-        process_frame,
-        log_frame,
-        plugin_control,
-    ]
+    routines: [define_transport_parameter, define_frame, plugin_control]
 );

@@ -145,15 +145,5 @@ impl Plugin for Dummy {
 
 export_plugin!(
     Dummy,
-    routines: [
-        write_transport_parameter,
-        decode_transport_parameter,
-        should_send_frame,
-        write_frame,
-        on_frame_reserved,
-        notify_frame,
-        parse_frame,
-        process_frame,
-        log_frame,
-    ]
+    routines: [define_transport_parameter, define_frame]
 );

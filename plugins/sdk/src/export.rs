@@ -143,10 +143,25 @@ macro_rules! __export_post_return {
     ($adapter:ty, call_routine) => {
         $crate::__export_post_return!($adapter, "call-routine", __post_return_call_routine);
     };
+    ($adapter:ty, define_transport_parameter) => {
+        $crate::__export_post_return!($adapter, write_transport_parameter);
+        $crate::__export_post_return!($adapter, decode_transport_parameter);
+    };
+    ($adapter:ty, define_frame) => {
+        $crate::__export_post_return!($adapter, should_send_frame);
+        $crate::__export_post_return!($adapter, write_frame);
+        $crate::__export_post_return!($adapter, on_frame_reserved);
+        $crate::__export_post_return!($adapter, notify_frame);
+        $crate::__export_post_return!($adapter, parse_frame);
+        $crate::__export_post_return!($adapter, process_frame);
+        $crate::__export_post_return!($adapter, log_frame);
+    };
 }
 
-/// The bit of a routine named in `export_plugin!`'s list; any other name
-/// is a compile error.
+/// The bit of a routine named in `export_plugin!`'s list, or the bits of a
+/// group of them: `define_transport_parameter` and `define_frame` are the
+/// routines that [`Manifest`](crate::Manifest)'s methods of those names
+/// bind. Any other name is a compile error.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __routine_export_bit {
@@ -183,6 +198,19 @@ macro_rules! __routine_export_bit {
     (call_routine) => {
         $crate::export::CALL_ROUTINE
     };
+    (define_transport_parameter) => {
+        $crate::__routine_export_bit!(write_transport_parameter)
+            | $crate::__routine_export_bit!(decode_transport_parameter)
+    };
+    (define_frame) => {
+        $crate::__routine_export_bit!(should_send_frame)
+            | $crate::__routine_export_bit!(write_frame)
+            | $crate::__routine_export_bit!(on_frame_reserved)
+            | $crate::__routine_export_bit!(notify_frame)
+            | $crate::__routine_export_bit!(parse_frame)
+            | $crate::__routine_export_bit!(process_frame)
+            | $crate::__routine_export_bit!(log_frame)
+    };
 }
 
 /// Every export of the `routines` interface for `$adapter`, with the listed
@@ -193,19 +221,7 @@ macro_rules! __export_routines {
     ($adapter:ty, every) => {
         $crate::__export_routines!(
             $adapter,
-            [
-                write_transport_parameter,
-                decode_transport_parameter,
-                should_send_frame,
-                write_frame,
-                on_frame_reserved,
-                notify_frame,
-                parse_frame,
-                process_frame,
-                log_frame,
-                plugin_control,
-                call_routine
-            ]
+            [define_transport_parameter, define_frame, plugin_control, call_routine]
         );
     };
     ($adapter:ty, [$($routine:ident),*]) => {
@@ -314,6 +330,27 @@ mod tests {
             .into_wit();
         assert_eq!(unexported_binding(&manifest, CALL_ROUTINE), None);
         assert_eq!(unexported_binding(&manifest, !CALL_ROUTINE), Some(11));
+    }
+
+    #[test]
+    fn the_groups_export_what_the_manifest_helpers_bind() {
+        let frame = Manifest::new("t", "0.1.0").define_frame(0x42).into_wit();
+        let parameter = Manifest::new("t", "0.1.0")
+            .define_transport_parameter(0x42)
+            .into_wit();
+        let define_frame = crate::__routine_export_bit!(define_frame);
+        let define_parameter = crate::__routine_export_bit!(define_transport_parameter);
+        assert_eq!(unexported_binding(&frame, define_frame), None);
+        assert_eq!(unexported_binding(&parameter, define_parameter), None);
+        assert!(unexported_binding(&frame, define_parameter).is_some());
+        assert!(unexported_binding(&parameter, define_frame).is_some());
+        let bits = |m: &crate::PluginManifest| {
+            m.bindings
+                .iter()
+                .fold(0, |all, b| all | routine_bit(b.routine))
+        };
+        assert_eq!(bits(&frame), define_frame);
+        assert_eq!(bits(&parameter), define_parameter);
     }
 
     #[test]

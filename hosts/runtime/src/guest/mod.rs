@@ -195,7 +195,7 @@ macro_rules! version_independent_exports {
     () => {
         #[inline]
         pub(crate) fn init(&mut self, store: &mut Store<PluginState>) -> super::Call<()> {
-            model(self.bindings.core_quic_plugin_routines().call_init(store))
+            model(self.routines().call_init(store))
         }
 
         #[inline]
@@ -206,7 +206,7 @@ macro_rules! version_independent_exports {
             id: u64,
         ) -> super::Call<()> {
             let out = Resource::<OutBufRep>::new_borrow(0);
-            let routines = self.bindings.core_quic_plugin_routines();
+            let routines = self.routines();
             model(routines.call_write_transport_parameter(store, anchor.into(), id, out))
         }
 
@@ -218,7 +218,7 @@ macro_rules! version_independent_exports {
             id: u64,
         ) -> super::Call<()> {
             let value = Resource::<InBufRep>::new_borrow(0);
-            let routines = self.bindings.core_quic_plugin_routines();
+            let routines = self.routines();
             model(routines.call_decode_transport_parameter(store, anchor.into(), id, value))
         }
 
@@ -230,7 +230,7 @@ macro_rules! version_independent_exports {
             frame_type: u64,
             ctx: m::SendContext,
         ) -> super::Call<bool> {
-            let routines = self.bindings.core_quic_plugin_routines();
+            let routines = self.routines();
             model(routines.call_should_send_frame(store, anchor.into(), frame_type, ctx.into()))
         }
 
@@ -242,7 +242,7 @@ macro_rules! version_independent_exports {
             frame: m::ExtFrame,
             ctx: m::SendContext,
         ) -> super::Call<()> {
-            let routines = self.bindings.core_quic_plugin_routines();
+            let routines = self.routines();
             model(routines.call_on_frame_reserved(store, anchor.into(), frame.into(), ctx.into()))
         }
 
@@ -254,7 +254,7 @@ macro_rules! version_independent_exports {
             frame: m::ExtFrame,
             outcome: m::FrameOutcome,
         ) -> super::Call<()> {
-            let routines = self.bindings.core_quic_plugin_routines();
+            let routines = self.routines();
             model(routines.call_notify_frame(store, anchor.into(), frame.into(), outcome.into()))
         }
 
@@ -266,7 +266,7 @@ macro_rules! version_independent_exports {
             frame_type: u64,
         ) -> super::Call<m::ParsedFrame> {
             let payload = Resource::<InBufRep>::new_borrow(0);
-            let routines = self.bindings.core_quic_plugin_routines();
+            let routines = self.routines();
             model(routines.call_parse_frame(store, anchor.into(), frame_type, payload))
         }
 
@@ -277,11 +277,7 @@ macro_rules! version_independent_exports {
             id: u64,
             now: u64,
         ) -> super::Call<()> {
-            model(
-                self.bindings
-                    .core_quic_plugin_routines()
-                    .call_on_plugin_timeout(store, id, now),
-            )
+            model(self.routines().call_on_plugin_timeout(store, id, now))
         }
     };
 }
@@ -324,7 +320,7 @@ pub(crate) enum GuestPre {
     /// layer (specification §2.2).
     V0_1(v0_1::PluginPre<PluginState>),
     /// A `core-quic:plugin@0.2.x` plugin.
-    V0_2(v0_2::PluginPre<PluginState>),
+    V0_2(v0_2::Pre),
 }
 
 impl GuestPre {
@@ -332,7 +328,7 @@ impl GuestPre {
     /// exports (CQ-LOAD-24).
     #[inline]
     pub(crate) fn new(instance_pre: InstancePre<PluginState>) -> wasmtime::Result<GuestPre> {
-        match v0_2::PluginPre::new(instance_pre.clone()) {
+        match v0_2::Pre::new(instance_pre.clone()) {
             Ok(pre) => Ok(GuestPre::V0_2(pre)),
             Err(e) => match v0_1::PluginPre::new(instance_pre) {
                 Ok(pre) => Ok(GuestPre::V0_1(pre)),
@@ -351,7 +347,7 @@ impl GuestPre {
     ) -> wasmtime::Result<Guest> {
         Ok(match self {
             GuestPre::V0_1(pre) => Guest::V0_1(v0_1::Guest::new(pre.instantiate(store)?, manifest)),
-            GuestPre::V0_2(pre) => Guest::V0_2(v0_2::Guest::new(pre.instantiate(store)?)),
+            GuestPre::V0_2(pre) => Guest::V0_2(pre.instantiate(store)?),
         })
     }
 }

@@ -88,6 +88,12 @@ fn model<T, U: From<T>>(r: Call<T>) -> wasmtime::Result<Result<U, m::Error>> {
 impl Guest {
     version_independent_exports!();
 
+    /// The instance's routines.
+    #[inline]
+    fn routines(&self) -> &generated::exports::core_quic::plugin::routines::Guest {
+        self.bindings.core_quic_plugin_routines()
+    }
+
     #[inline]
     pub(crate) fn new(bindings: Plugin, manifest: Option<&m::PluginManifest>) -> Guest {
         Guest {
@@ -131,7 +137,7 @@ impl Guest {
         &mut self,
         store: &mut Store<PluginState>,
     ) -> wasmtime::Result<Result<m::PluginManifest, super::UnknownIds>> {
-        let routines = self.bindings.core_quic_plugin_routines();
+        let routines = self.routines();
         routines
             .call_manifest(store)
             .map(|m| Ok(m::PluginManifest::from(m)))
@@ -218,7 +224,7 @@ impl Guest {
         frame_type: u64,
         ctx: m::SendContext,
     ) -> super::Call<Option<m::ExtFrame>> {
-        let routines = self.bindings.core_quic_plugin_routines();
+        let routines = self.routines();
         routines
             .call_prepare_frame(store, anchor.into(), frame_type, ctx.into())
             .map(|r| r.map(|f| f.map(m::ExtFrame::from)).map_err(m::Error::from))
@@ -231,7 +237,7 @@ impl Guest {
         anchor: m::Anchor,
         frame: m::ExtFrame,
     ) -> super::Call<u64> {
-        let routines = self.bindings.core_quic_plugin_routines();
+        let routines = self.routines();
         model(routines.call_frame_wire_len(store, anchor.into(), frame.into()))
     }
 
@@ -243,7 +249,7 @@ impl Guest {
         frame: m::ExtFrame,
     ) -> super::Call<()> {
         let out = Resource::<OutBufRep>::new_borrow(0);
-        let routines = self.bindings.core_quic_plugin_routines();
+        let routines = self.routines();
         model(routines.call_write_frame(store, anchor.into(), frame.into(), out))
     }
 
@@ -256,7 +262,7 @@ impl Guest {
         ctx: m::RxContext,
     ) -> super::Call<()> {
         let frame = self.lend_frame(frame);
-        let routines = self.bindings.core_quic_plugin_routines();
+        let routines = self.routines();
         let r = routines.call_process_frame(store, anchor.into(), &frame, ctx.into());
         self.reclaim_frame(frame);
         model(r)
@@ -270,7 +276,7 @@ impl Guest {
         frame: &m::Frame,
     ) -> super::Call<String> {
         let frame = self.lend_frame(frame);
-        let routines = self.bindings.core_quic_plugin_routines();
+        let routines = self.routines();
         let r = routines.call_log_frame(store, anchor.into(), &frame);
         self.reclaim_frame(frame);
         model(r)
@@ -287,7 +293,7 @@ impl Guest {
         if !args.is_empty() {
             self.args.extend(args.iter().map(t::PluginVal::from));
         }
-        let routines = self.bindings.core_quic_plugin_routines();
+        let routines = self.routines();
         let r = routines.call_plugin_control(store, id, &self.args);
         if !self.args.is_empty() {
             self.args.clear();

@@ -11,8 +11,11 @@
 use super::frame_data;
 use crate::abi as m;
 use crate::state::{InBufRep, OutBufRep, PluginState};
+use std::sync::atomic::{AtomicBool, Ordering};
 use wasmtime::Store;
-use wasmtime::component::{HasSelf, Linker, Resource};
+use wasmtime::component::{
+    ComponentExportIndex, Func, HasSelf, Instance, InstancePre, Linker, Resource, TypedFunc,
+};
 
 #[allow(missing_docs, clippy::all)]
 mod generated {
@@ -28,16 +31,174 @@ mod generated {
 
 use generated::core_quic::plugin::host;
 use generated::core_quic::plugin::types as t;
-pub(crate) use generated::{Plugin, PluginPre};
+use generated::{Plugin, PluginPre};
 
 /// Add the 0.2 host imports to `linker`.
 pub(crate) fn add_to_linker(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
     Plugin::add_to_linker::<PluginState, HasSelf<PluginState>>(linker, |s| s)
 }
 
+/// Declares [`Routines`], the exports of one instance as typed functions,
+/// and [`RoutineIndices`], which finds them, from one table: each routine's
+/// call method, arguments, result, export name and field.
+macro_rules! routines {
+    ($(fn $call:ident($($arg:ident: $param:ty),*) -> $result:ty = $export:literal as $field:ident;)*) => {
+        /// The routines' exports of one 0.2 instance. (`call-routine` is
+        /// checked but not called: no 0.2 release invokes a routine through
+        /// it yet, CQ-ROUTINE-22.)
+        #[allow(dead_code)]
+        pub(crate) struct Routines {
+            $($field: Func,)*
+        }
+
+        /// Where the routines are among a component's exports, looked up
+        /// once per component.
+        struct RoutineIndices {
+            $($field: ComponentExportIndex,)*
+        }
+
+        impl RoutineIndices {
+            fn new(instance_pre: &InstancePre<PluginState>) -> wasmtime::Result<RoutineIndices> {
+                let component = instance_pre.component();
+                let interface = component
+                    .get_export_index(None, ROUTINES)
+                    .ok_or_else(|| wasmtime::format_err!("no exported instance `{ROUTINES}`"))?;
+                Ok(RoutineIndices {
+                    $($field: component
+                        .get_export_index(Some(&interface), $export)
+                        .ok_or_else(|| wasmtime::format_err!("`{ROUTINES}` has no `{}`", $export))?,)*
+                })
+            }
+
+            /// The routines of `instance`, their signatures checked against
+            /// the component when `check` (see [`Pre`]).
+            fn load(
+                &self,
+                store: &mut Store<PluginState>,
+                instance: &Instance,
+                check: bool,
+            ) -> wasmtime::Result<Routines> {
+                Ok(Routines {
+                    $($field: {
+                        let func = instance
+                            .get_func(&mut *store, &self.$field)
+                            .ok_or_else(|| wasmtime::format_err!("no function `{}`", $export))?;
+                        if check {
+                            func.typed::<($($param,)*), ($result,)>(&*store)?;
+                        }
+                        func
+                    },)*
+                })
+            }
+        }
+
+        #[allow(dead_code)]
+        impl Routines {
+            $(
+                #[inline]
+                pub(crate) fn $call(
+                    &self,
+                    store: &mut Store<PluginState>,
+                    $($arg: $param),*
+                ) -> wasmtime::Result<$result> {
+                    // SAFETY: `Pre::instantiate` checked this signature
+                    // against the component with `Func::typed` on its first
+                    // instance; every instance of a component has the same
+                    // types.
+                    let func = unsafe {
+                        TypedFunc::<($($param,)*), ($result,)>::new_unchecked(self.$field)
+                    };
+                    func.call(store, ($($arg,)*)).map(|(r,)| r)
+                }
+            )*
+        }
+    };
+}
+
+/// The routines' interface, as a 0.2 plugin exports it (a 0.2.0 plugin's
+/// is found under this name too, semver-compatible).
+const ROUTINES: &str = "core-quic:plugin/routines@0.2.1";
+
+routines! {
+    fn call_manifest() -> t::PluginManifest = "manifest" as manifest;
+    fn call_init() -> Result<(), t::Error> = "init" as init;
+    fn call_write_transport_parameter(anchor: t::Anchor, id: t::TpId, out: Resource<OutBufRep>)
+        -> Result<(), t::Error> = "write-transport-parameter" as write_transport_parameter;
+    fn call_decode_transport_parameter(anchor: t::Anchor, id: t::TpId, value: Resource<InBufRep>)
+        -> Result<(), t::Error> = "decode-transport-parameter" as decode_transport_parameter;
+    fn call_should_send_frame(anchor: t::Anchor, frame_type: t::FrameType, ctx: t::SendContext)
+        -> Result<bool, t::Error> = "should-send-frame" as should_send_frame;
+    fn call_write_frame(
+        anchor: t::Anchor,
+        frame_type: t::FrameType,
+        ctx: t::SendContext,
+        out: Resource<OutBufRep>
+    ) -> Result<Option<u64>, t::Error> = "write-frame" as write_frame;
+    fn call_on_frame_reserved(anchor: t::Anchor, frame: t::ExtFrame, ctx: t::SendContext)
+        -> Result<(), t::Error> = "on-frame-reserved" as on_frame_reserved;
+    fn call_notify_frame(anchor: t::Anchor, frame: t::ExtFrame, outcome: t::FrameOutcome)
+        -> Result<(), t::Error> = "notify-frame" as notify_frame;
+    fn call_parse_frame(anchor: t::Anchor, frame_type: t::FrameType, payload: Resource<InBufRep>)
+        -> Result<t::ParsedFrame, t::Error> = "parse-frame" as parse_frame;
+    fn call_process_frame(anchor: t::Anchor, frame: &t::Frame, ctx: t::RxContext)
+        -> Result<(), t::Error> = "process-frame" as process_frame;
+    fn call_log_frame(anchor: t::Anchor, frame: &t::Frame)
+        -> Result<String, t::Error> = "log-frame" as log_frame;
+    fn call_on_plugin_timeout(id: t::TimerId, now: t::Instant)
+        -> Result<(), t::Error> = "on-plugin-timeout" as on_plugin_timeout;
+    fn call_plugin_control(id: t::ControlId, args: &[t::PluginVal])
+        -> Result<Vec<t::PluginVal>, t::Error> = "plugin-control" as plugin_control;
+    fn call_call_routine(
+        routine: t::RoutineId,
+        anchor: t::Anchor,
+        param: u64,
+        args: &[t::PluginVal]
+    ) -> Result<Vec<t::PluginVal>, t::Error> = "call-routine" as call_routine;
+}
+
+/// A 0.2 plugin component linked and checked against the world, ready to
+/// be instantiated on any number of connections.
+///
+/// The generated `PluginPre::instantiate` looks each export up with
+/// `get_typed_func`, which type-checks its signature again on every
+/// instance although `PluginPre::new` checked the component once: about a
+/// sixth of attaching a plugin to a connection. Here the first instance
+/// checks [`Routines`]' signatures (at load, where the manifest is asked
+/// for) and later ones only look the functions up.
+pub(crate) struct Pre {
+    instance_pre: InstancePre<PluginState>,
+    indices: RoutineIndices,
+    checked: AtomicBool,
+}
+
+impl Pre {
+    /// `instance_pre` as a 0.2 plugin, or why it is not one.
+    pub(crate) fn new(instance_pre: InstancePre<PluginState>) -> wasmtime::Result<Pre> {
+        // The generated bindings' check of the whole world.
+        PluginPre::new(instance_pre.clone())?;
+        Ok(Pre {
+            indices: RoutineIndices::new(&instance_pre)?,
+            instance_pre,
+            checked: AtomicBool::new(false),
+        })
+    }
+
+    /// A new instance in `store`.
+    #[inline]
+    pub(crate) fn instantiate(&self, store: &mut Store<PluginState>) -> wasmtime::Result<Guest> {
+        let instance = self.instance_pre.instantiate(&mut *store)?;
+        let check = !self.checked.load(Ordering::Acquire);
+        let routines = self.indices.load(store, &instance, check)?;
+        if check {
+            self.checked.store(true, Ordering::Release);
+        }
+        Ok(Guest::new(routines))
+    }
+}
+
 /// One instance of a 0.2 plugin.
 pub(crate) struct Guest {
-    bindings: Plugin,
+    routines: Routines,
     /// Reused for `plugin-control`'s arguments.
     args: Vec<t::PluginVal>,
     /// Reused for the frames lent to `process-frame` and `log-frame`
@@ -57,10 +218,16 @@ fn model<T, U: From<T>>(r: Call<T>) -> super::Call<U> {
 impl Guest {
     version_independent_exports!();
 
+    /// The instance's routines.
     #[inline]
-    pub(crate) fn new(bindings: Plugin) -> Guest {
+    fn routines(&self) -> &Routines {
+        &self.routines
+    }
+
+    #[inline]
+    fn new(routines: Routines) -> Guest {
         Guest {
-            bindings,
+            routines,
             args: Vec::new(),
             lent: None,
         }
@@ -70,7 +237,7 @@ impl Guest {
         &mut self,
         store: &mut Store<PluginState>,
     ) -> wasmtime::Result<Result<m::PluginManifest, super::UnknownIds>> {
-        let routines = self.bindings.core_quic_plugin_routines();
+        let routines = &self.routines;
         routines.call_manifest(store).map(manifest_into_model)
     }
 
@@ -84,7 +251,7 @@ impl Guest {
         ctx: m::SendContext,
     ) -> super::Call<Option<u64>> {
         let out = Resource::<OutBufRep>::new_borrow(0);
-        let routines = self.bindings.core_quic_plugin_routines();
+        let routines = &self.routines;
         model(routines.call_write_frame(store, anchor.into(), frame_type, ctx.into(), out))
     }
 
@@ -97,7 +264,7 @@ impl Guest {
         ctx: m::RxContext,
     ) -> super::Call<()> {
         let lent = self.lend_frame(frame);
-        let routines = self.bindings.core_quic_plugin_routines();
+        let routines = &self.routines;
         let r = routines.call_process_frame(store, anchor.into(), &lent, ctx.into());
         self.lent = Some(lent);
         model(r)
@@ -111,7 +278,7 @@ impl Guest {
         frame: &m::Frame,
     ) -> super::Call<String> {
         let lent = self.lend_frame(frame);
-        let routines = self.bindings.core_quic_plugin_routines();
+        let routines = &self.routines;
         let r = routines.call_log_frame(store, anchor.into(), &lent);
         self.lent = Some(lent);
         model(r)
@@ -140,7 +307,7 @@ impl Guest {
         if !args.is_empty() {
             self.args.extend(args.iter().cloned().map(val_into_wit));
         }
-        let routines = self.bindings.core_quic_plugin_routines();
+        let routines = &self.routines;
         let r = routines.call_plugin_control(store, id, &self.args);
         if !self.args.is_empty() {
             self.args.clear();

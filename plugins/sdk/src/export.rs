@@ -7,10 +7,11 @@
 //! (CQ-ANCHOR-3, CQ-ROUTINE-20, CQ-ROUTINE-22). The `wit-bindgen` glue of a
 //! routine (lifting its arguments, lowering its result) is most of a small
 //! plugin's code, so a routine the plugin does not list gets a stub that
-//! traps instead: `export_plugin!(Probe, routines: [process_frame,
-//! plugin_control])` is 6.0 KB smaller than `export_plugin!(Probe)`, which
-//! exports them all. A stub has no post-return function either. `manifest`, `init` and `on-plugin-timeout` (which answers
-//! the plugin's timers, not a binding) always get their glue.
+//! traps instead, without a post-return function: `export_plugin!(Probe,
+//! routines: [process_frame, plugin_control])` is 6.0 KB smaller than
+//! `export_plugin!(Probe)`, which exports them all. `manifest`, `init` and
+//! `on-plugin-timeout` (which answers the plugin's timers, not a binding)
+//! always get their glue.
 //!
 //! A stub is never reached: `manifest` traps if a binding names a routine
 //! that is not listed, so the plugin fails to load (and `corequic

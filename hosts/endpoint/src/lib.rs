@@ -613,13 +613,8 @@ impl LogBook {
         for (key, value) in &record.fields {
             let key = kept.keep(key);
             let start = kept.text.len();
-            match value {
-                PluginVal::String(text) => kept.text.push_str(text),
-                // Writing into a `String` cannot fail.
-                value => {
-                    let _ = write!(kept.text, "{}", Rendered(value));
-                }
-            }
+            // Writing into a `String` cannot fail.
+            let _ = write!(kept.text, "{}", Rendered(value));
             kept.fields.push((key, start..kept.text.len()));
         }
         kept.records.push(KeptRecord {
@@ -800,7 +795,7 @@ impl ServerTally {
             close: self.close,
             plugins: self.plugins,
             controls: self.controls,
-            logs: log_lines(logs),
+            logs: logs.lines(),
             ..Stats::of(host, args)
         };
         stats.write(args.stats.as_ref())?;
@@ -859,7 +854,7 @@ impl ClientTally {
             close: self.close,
             plugins: self.plugins,
             controls: self.controls,
-            logs: log_lines(logs),
+            logs: logs.lines(),
             extra: self.extra,
             ..Stats::of(host, args)
         };
@@ -911,11 +906,6 @@ pub type Logs = Arc<LogBook>;
 pub fn log_sink(logs: &Logs) -> corequic_adapter::LogSink {
     let logs = logs.clone();
     Arc::new(move |record| logs.push(&record))
-}
-
-/// The kept records as the stats JSON's log lines.
-pub fn log_lines(logs: &Logs) -> LogLines {
-    logs.lines()
 }
 
 impl Args {
@@ -1090,7 +1080,7 @@ mod tests {
         let path = std::env::temp_dir().join(format!("corequic-stats-{}.json", std::process::id()));
         let peak_before = peak_rss_kib();
         let stats = Stats {
-            logs: log_lines(&logs),
+            logs: logs.lines(),
             ..Stats::of("mock", &args)
         };
         stats.write(Some(&path)).unwrap();

@@ -216,10 +216,8 @@ pub(crate) struct PluginInfo {
     /// The plugin DEFINEs protocol behaviour (any routine but plugin-control),
     /// so losing it must close the connection.
     pub(crate) defines_protocol: bool,
-    /// The plugin only observes (every binding is BEFORE or AFTER), writes
-    /// no field and holds no permission but `logging`: its log records are
-    /// all it can give, so once its log budget is spent nothing it does can
-    /// be seen, and it is no longer called (CQ-ANCHOR-12).
+    /// Once its log budget is spent, the plugin is no longer called
+    /// (CQ-ANCHOR-12; see `silent_once_log_spent`).
     pub(crate) silent_once_log_spent: bool,
 }
 

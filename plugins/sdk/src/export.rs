@@ -35,7 +35,8 @@ pub const fn routine_bit(id: RoutineId) -> u32 {
 #[doc(hidden)]
 pub const CALL_ROUTINE: u32 = 1 << 31;
 
-/// Every routine (the one `on-plugin-timeout` is exported with).
+/// Every routine: what `export_plugin!(T)` exports, and how
+/// `on-plugin-timeout` is always exported.
 #[doc(hidden)]
 pub const ALL: u32 = u32::MAX;
 
@@ -214,6 +215,18 @@ macro_rules! __routine_export_bit {
     };
 }
 
+/// The export set of a list of routines (`every` is every routine).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __routine_set {
+    (every) => {
+        $crate::export::ALL
+    };
+    ([$($routine:ident),*]) => {
+        0 $(| $crate::__routine_export_bit!($routine))*
+    };
+}
+
 /// Every export of the `routines` interface for `$adapter`, with the listed
 /// routines bound to their glue.
 #[doc(hidden)]
@@ -226,7 +239,7 @@ macro_rules! __export_routines {
         );
     };
     ($adapter:ty, [$($routine:ident),*]) => {
-        $crate::__export_routines!(@exports $adapter, 0 $(| $crate::__routine_export_bit!($routine))*);
+        $crate::__export_routines!(@exports $adapter, $crate::__routine_set!([$($routine),*]));
         $($crate::__export_post_return!($adapter, $routine);)*
     };
     (@exports $adapter:ty, $exported:expr) => {

@@ -407,24 +407,20 @@ macro_rules! export_guest {
 #[macro_export]
 macro_rules! export_plugin {
     ($ty:ty) => {
-        $crate::__export_plugin!($ty, $crate::export::ALL, every);
+        $crate::__export_plugin!($ty, every);
     };
     ($ty:ty, routines: [$($routine:ident),* $(,)?]) => {
-        $crate::__export_plugin!(
-            $ty,
-            0 $(| $crate::__routine_export_bit!($routine))*,
-            [$($routine),*]
-        );
+        $crate::__export_plugin!($ty, [$($routine),*]);
     };
 }
 
-/// The body of [`export_plugin!`]: `$exported` is the set of `$routines`.
+/// The body of [`export_plugin!`].
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __export_plugin {
-    ($ty:ty, $exported:expr, $routines:tt) => {
+    ($ty:ty, $routines:tt) => {
         impl $crate::Instance for $ty {
-            const EXPORTED: u32 = $exported;
+            const EXPORTED: u32 = $crate::__routine_set!($routines);
             fn with<R>(f: impl FnOnce(&mut Self) -> R) -> R {
                 static CELL: $crate::InstanceCell<$ty> = $crate::InstanceCell::new();
                 CELL.with(f)

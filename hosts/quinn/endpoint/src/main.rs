@@ -6,7 +6,7 @@
 use corequic_endpoint::{
     ALPN, Args, ClientTally, ControlResult, FLOW_CONTROL_WINDOW, Logs, PAYLOAD_CHUNK, Role,
     ServerTally, Stats, announce_listening, bind_udp, check_payload, describe_plugins_close,
-    log_lines, parse_request, payload,
+    parse_request, payload,
 };
 mod plugins;
 
@@ -259,7 +259,7 @@ async fn client(
                 .as_ref()
                 .and_then(|c| with_plugins(c, |p, _| p.stats()))
                 .unwrap_or_default();
-            stats.logs = log_lines(&logs);
+            stats.logs = logs.lines();
             stats.write(args.stats.as_ref())?;
             return Ok(false);
         }

@@ -6,8 +6,7 @@
 use bytes::Bytes;
 use corequic_endpoint::{
     ALPN, Args, ClientTally, ControlResult, FLOW_CONTROL_WINDOW, Logs, PAYLOAD_CHUNK, Role,
-    SOCKET_BUFFER, ServerTally, Stats, announce_listening, check_payload, log_lines, parse_request,
-    payload,
+    SOCKET_BUFFER, ServerTally, Stats, announce_listening, check_payload, parse_request, payload,
 };
 use corequic_runtime::PluginStats;
 use corequic_s2n::{AdapterExtension, ConnectionReport, PluginFactory};
@@ -372,7 +371,7 @@ async fn client(args: &Args, mut setup: Setup) -> Result<bool, String> {
             let mut stats = Stats::failed("s2n-quic", args, &close);
             (stats.plugins, stats.close) =
                 freed_connection_report(args, &mut setup.reports, Some(close)).await;
-            stats.logs = log_lines(&setup.logs);
+            stats.logs = setup.logs.lines();
             stats.write(args.stats.as_ref())?;
             let _ = tokio::time::timeout(Duration::from_secs(1), client.wait_idle()).await;
             return Ok(false);

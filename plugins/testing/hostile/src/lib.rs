@@ -169,44 +169,45 @@ impl Plugin for Hostile {
                 .take()
                 .unwrap_or_else(|| Err(Error::not_found("no init control"))),
             LOG_FLOOD | LOG_EMPTY_FLOOD => {
-                let (n, len) = match args.as_slice() {
-                    [PluginVal::U64(n)] if id == LOG_EMPTY_FLOOD => (*n, 0),
-                    [PluginVal::U64(n)] => (*n, 4096),
-                    [PluginVal::U64(n), PluginVal::U64(len)] => (*n, *len as usize),
-                    _ => (0, 0),
-                };
-                // The raw host call, not the SDK's `host::log`, which stops
-                // once the budget is spent: the host must bound a plugin
-                // that does not. Returns what `log` said was left.
+                let default_len = if id == LOG_EMPTY_FLOOD { 0 } else { 4096 };
+                let (n, len) = flood_args(&args, default_len);
                 let text = String::from_utf8(vec![b'x'; len.min(4096)]).unwrap_or_default();
-                let mut left = u64::MAX;
-                for _ in 0..n {
-                    left = raw_log(LogLevel::Info, &text, &[])?;
-                }
-                Ok(vec![PluginVal::U64(left)])
+                flood(n, &text, &[])
             }
             LOG_FRAME_FLOOD => {
-                let (n, len) = match args.as_slice() {
-                    [PluginVal::U64(n)] => (*n, 64 * 1024),
-                    [PluginVal::U64(n), PluginVal::U64(len)] => (*n, *len as usize),
-                    _ => (0, 0),
-                };
+                let (n, len) = flood_args(&args, 64 * 1024);
                 // A frame carries bytes that a host must count too.
                 let token = PluginVal::Frame(Frame {
                     frame_type: NEW_TOKEN,
                     values: Vec::new(),
                     data: vec![b't'; len],
                 });
-                let fields = [(String::from("frame"), token)];
-                let mut left = u64::MAX;
-                for _ in 0..n {
-                    left = raw_log(LogLevel::Info, "", &fields)?;
-                }
-                Ok(vec![PluginVal::U64(left)])
+                flood(n, "", &[(String::from("frame"), token)])
             }
             _ => Err(Error::not_found("unknown plugin-control id")),
         }
     }
+}
+
+/// A log flood's arguments: `[n]` or `[n, len]`, as the record count and
+/// length (`default_len` when not given).
+fn flood_args(args: &[PluginVal], default_len: usize) -> (u64, usize) {
+    match args {
+        [PluginVal::U64(n)] => (*n, default_len),
+        [PluginVal::U64(n), PluginVal::U64(len)] => (*n, *len as usize),
+        _ => (0, 0),
+    }
+}
+
+/// Log `n` records of `message` and `fields` through the raw host call, not
+/// the SDK's `host::log`, which stops once the budget is spent: the host
+/// must bound a plugin that does not. Returns what `log` said was left.
+fn flood(n: u64, message: &str, fields: &[(String, PluginVal)]) -> Result<Vec<PluginVal>> {
+    let mut left = u64::MAX;
+    for _ in 0..n {
+        left = raw_log(LogLevel::Info, message, fields)?;
+    }
+    Ok(vec![PluginVal::U64(left)])
 }
 
 export_plugin!(Hostile);

@@ -13,8 +13,10 @@
 //! - the resident memory the N open connections hold (`VmRSS` after the
 //!   handshakes minus `VmRSS` before the first `connect`), per connection.
 //!
-//! Every (N, configuration) runs in a fresh child process, so that memory
-//! an earlier run freed but the allocator kept does not hide a later run's.
+//! Every run is a fresh child process, so that memory an earlier run freed
+//! but the allocator kept does not hide a later run's; the two
+//! configurations alternate, five runs each for every N, and the table shows
+//! the medians.
 //! A socket per connection would add the kernel's buffers, the same with
 //! and without plugins; the endpoint binaries serve one connection at a
 //! time, so the in-memory link is how one server holds N of them.
@@ -40,8 +42,9 @@ use std::time::Instant;
 const PLUGINS: [&str; 4] = ["probe", "bdp", "dummy", "ack-logger"];
 /// Connection counts.
 const COUNTS: [usize; 3] = [1, 100, 1000];
-/// Runs per (count, configuration); the table shows the median.
-const RUNS: usize = 3;
+/// Runs per (count, configuration), alternating the two configurations;
+/// the table shows the medians.
+const RUNS: usize = 5;
 
 /// One quinn endpoint's side of the in-memory link.
 struct Side {
@@ -214,9 +217,13 @@ fn measure(n: usize, with_plugins: bool) {
     );
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+/// The median of each of the three measures over the runs.
+fn medians(runs: &[[f64; 3]]) -> [f64; 3] {
+    [0, 1, 2].map(|i| {
+        let mut v: Vec<f64> = runs.iter().map(|r| r[i]).collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    })
 }
 
 fn main() {
@@ -230,37 +237,37 @@ fn main() {
     }
     // cargo bench passes `--bench`; anything else is ignored.
     let exe = std::env::current_exe().expect("own path");
-    let run = |n: usize, config: &str| -> (f64, f64, f64) {
-        let mut rates = Vec::new();
-        let mut kib = Vec::new();
-        let mut closes = Vec::new();
-        for _ in 0..RUNS {
-            let out = Command::new(&exe)
-                .args(["--measure", &n.to_string(), config])
-                .output()
-                .expect("child");
-            assert!(
-                out.status.success(),
-                "{n} connections, {config}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let text = String::from_utf8_lossy(&out.stdout);
-            let mut fields = text
-                .split_whitespace()
-                .map(|f| f.parse::<f64>().expect("number"));
-            rates.push(fields.next().expect("rate"));
-            kib.push(fields.next().expect("memory"));
-            closes.push(fields.next().expect("close"));
-        }
-        (median(rates), median(kib), median(closes))
+    let run = |n: usize, config: &str| -> [f64; 3] {
+        let out = Command::new(&exe)
+            .args(["--measure", &n.to_string(), config])
+            .output()
+            .expect("child");
+        assert!(
+            out.status.success(),
+            "{n} connections, {config}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut fields = text
+            .split_whitespace()
+            .map(|f| f.parse::<f64>().expect("number"));
+        [(); 3].map(|_| fields.next().expect("rate, memory and close"))
     };
     println!(
         "| connections | handshakes/s, no plugins | handshakes/s, 4 plugins | ratio | KiB/connection, no plugins | KiB/connection, 4 plugins | extra KiB/connection | close µs/connection, no plugins | close µs/connection, 4 plugins |"
     );
     println!("|---|---|---|---|---|---|---|---|---|");
     for n in COUNTS {
-        let (rate0, kib0, close0) = run(n, "none");
-        let (rate4, kib4, close4) = run(n, "plugins");
+        // The two configurations alternate, so that a slow minute of the
+        // machine weighs on both alike.
+        let mut without = Vec::new();
+        let mut with = Vec::new();
+        for _ in 0..RUNS {
+            without.push(run(n, "none"));
+            with.push(run(n, "plugins"));
+        }
+        let [rate0, kib0, close0] = medians(&without);
+        let [rate4, kib4, close4] = medians(&with);
         println!(
             "| {n} | {rate0:.0} | {rate4:.0} | {:.1} % | {kib0:.1} | {kib4:.1} | {:.1} | {close0:.1} | {close4:.1} |",
             100.0 * rate4 / rate0,

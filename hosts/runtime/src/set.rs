@@ -115,6 +115,15 @@ enum CallFailure {
     Fault(Fault),
 }
 
+/// A summary of the enabled plugins' frame registrations.
+#[derive(Debug, Default, Clone, Copy)]
+struct Offers {
+    /// Bit `position as u8`: a frame type is registered at that position.
+    positions: u8,
+    /// An ack-eliciting frame type is registered.
+    ack_eliciting: bool,
+}
+
 /// The plugin instances of one connection.
 pub struct PluginSet {
     slots: Vec<Slot>,
@@ -124,6 +133,11 @@ pub struct PluginSet {
     close: Option<CloseRequest>,
     /// Reused by `write_frames` so the send path does not allocate.
     regs_scratch: Vec<FrameRegistration>,
+    /// What the enabled plugins' frame registrations offer, asked before
+    /// every packet; recomputed only when a call changed them.
+    offers: Offers,
+    /// A call changed the registrations since `offers` was computed.
+    offers_stale: bool,
     /// Faults not yet taken by the stack.
     faults: Vec<Fault>,
     /// Transport parameter ids the stack sends itself (CQ-API-8).
@@ -217,6 +231,8 @@ impl PluginSet {
             deadline_ticks: runtime.deadline_ticks(),
             close: None,
             regs_scratch: Vec::new(),
+            offers: Offers::default(),
+            offers_stale: false,
             faults: Vec::new(),
             stack_transport_parameters: runtime.capabilities().stack_transport_parameters.clone(),
             unproductive: Default::default(),
@@ -229,6 +245,31 @@ impl PluginSet {
     /// for the duration of the call, which is what makes re-entrant
     /// plugin-control calls (cycles) fail cleanly instead of aliasing.
     fn invoke<R>(
+        &mut self,
+        conn: &mut dyn HostConnection,
+        idx: usize,
+        anchor: Anchor,
+        routine: &'static str,
+        f: impl FnOnce(&mut Guest, &mut Store<PluginState>) -> wasmtime::Result<Result<R, Error>>,
+    ) -> Result<R, CallFailure> {
+        let outermost = self.outer_call_started.is_none();
+        let result = self.invoke_once(conn, idx, anchor, routine, f);
+        // The call changed a registration or enabled its plugin, or the
+        // plugin was removed with its registrations.
+        self.offers_stale |= match &mut self.slots[idx].live {
+            Some(live) => std::mem::take(&mut live.store.data_mut().offers_changed),
+            None => matches!(result, Err(CallFailure::Fault(_))),
+        };
+        // Not within a plugin-control call, while its caller is out of its
+        // slot: its registrations would be missed.
+        if outermost && self.offers_stale {
+            self.refresh_offers();
+        }
+        result
+    }
+
+    /// [`Self::invoke`], without updating `offers`.
+    fn invoke_once<R>(
         &mut self,
         conn: &mut dyn HostConnection,
         idx: usize,
@@ -445,6 +486,7 @@ impl PluginSet {
                         .live
                         .take()
                         .is_some_and(|l| l.store.data().halted_sending);
+                    self.refresh_offers();
                     self.release_halt(conn, halted);
                     self.slots[idx].removed = Some(Fault {
                         plugin: name.clone(),
@@ -647,13 +689,24 @@ impl PluginSet {
     /// `position`. When none did, `write_frames` there writes nothing, and a
     /// host may skip the call and whatever it builds for it.
     pub fn offers_frames_at(&self, position: SendPosition) -> bool {
-        self.registrations(position).next().is_some()
+        self.offers.positions & (1 << position as u8) != 0
     }
 
     /// Whether an enabled plugin registered an ack-eliciting frame type.
     /// When none did, `wants_to_send` is `false`, and a host may skip it.
     pub fn offers_ack_eliciting_frames(&self) -> bool {
-        self.enabled_registrations().any(|r| r.ack_eliciting)
+        self.offers.ack_eliciting
+    }
+
+    /// Recompute `offers` from the registrations of the enabled plugins.
+    fn refresh_offers(&mut self) {
+        self.offers_stale = false;
+        self.offers = self
+            .enabled_registrations()
+            .fold(Offers::default(), |offers, r| Offers {
+                positions: offers.positions | 1 << r.position as u8,
+                ack_eliciting: offers.ack_eliciting || r.ack_eliciting,
+            });
     }
 
     /// The frame registrations of every enabled plugin, in load order.

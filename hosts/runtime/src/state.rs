@@ -53,6 +53,9 @@ pub(crate) struct PluginState {
     pub(crate) input: Vec<u8>,
     pub(crate) enabled: bool,
     pub(crate) frames: Vec<FrameRegistration>,
+    /// `enabled` or `frames` changed during the current call: the set
+    /// recomputes what its plugins offer to send when the call returns.
+    pub(crate) offers_changed: bool,
     pub(crate) transport_parameters: Vec<u64>,
     pub(crate) timers: Vec<(u64, u64)>,
     pub(crate) max_timers: usize,
@@ -120,6 +123,7 @@ impl PluginState {
             input: Vec::new(),
             enabled: false,
             frames: Vec::new(),
+            offers_changed: false,
             transport_parameters: Vec::new(),
             timers: Vec::new(),
             max_timers: config.max_timers,
@@ -329,6 +333,7 @@ impl PluginState {
         self.frames
             .retain(|r| r.frame_type != registration.frame_type);
         self.frames.push(registration);
+        self.offers_changed = true;
         Ok(())
     }
 
@@ -342,6 +347,7 @@ impl PluginState {
                 "frame type {frame_type:#x} is not registered"
             )));
         }
+        self.offers_changed = true;
         Ok(())
     }
 
@@ -374,6 +380,7 @@ impl PluginState {
 
     pub(crate) fn enable(&mut self) {
         if self.scope("enable", true).is_ok() {
+            self.offers_changed |= !self.enabled;
             self.enabled = true;
         }
     }

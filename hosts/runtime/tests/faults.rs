@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use corequic_runtime::abi::{self, Error, FieldId, PluginVal};
+use corequic_runtime::abi::{self, Error, FieldId, PluginVal, SendPosition};
 use corequic_runtime::config::LOG_RECORD_BYTES;
 use corequic_runtime::{
     FaultKind, FieldSet, Grants, HostCapabilities, LoadError, RoutineError, Runtime, RuntimeConfig,
@@ -384,12 +384,15 @@ fn a_memory_bomb_hits_the_memory_limit() {
 #[test]
 fn a_trap_is_a_typed_fault() {
     let mut p = pair(&["test-hostile"], &[]);
+    // Its frame, registered in `init`, leaves with the removed plugin.
+    assert!(p.client.plugins.offers_frames_at(SendPosition::End));
     let r = p
         .client
         .plugins
         .plugin_control(&mut p.client.conn, TRAP, &[]);
     assert_eq!(fault_kind(&r), Some(FaultKind::Trap), "{r:?}");
     assert!(p.client.plugins.stats()[0].removed.is_some());
+    assert!(!p.client.plugins.offers_frames_at(SendPosition::End));
 }
 
 /// CQ-LIMIT-8, CQ-LIMIT-10.

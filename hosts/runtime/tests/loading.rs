@@ -4,7 +4,7 @@ mod common;
 
 use common::*;
 use corequic_mock::{FRAME_ENCODING_ERROR, HEADER_LEN, TAG_LEN};
-use corequic_runtime::abi::{FieldId, PluginVal, SendPosition};
+use corequic_runtime::abi::{ExtFrame, FieldId, FrameOutcome, PluginVal, SendPosition};
 use corequic_runtime::{Grants, LoadError, Plugin, PluginSet, Runtime};
 
 /// Stacks move connections between threads (quinn, s2n-quic).
@@ -244,25 +244,27 @@ fn entry_names(dir: &std::path::Path) -> Vec<String> {
 }
 
 /// CQ-API-16: a plugin can stop being asked about a frame it has no use for.
+/// What the set offers to hosts before each packet (`offers_frames_at`,
+/// `offers_ack_eliciting_frames`) follows the registrations.
 #[test]
 fn a_frame_in_flight_is_unregistered_until_acknowledged() {
+    let offered = |set: &PluginSet| {
+        (
+            set.registrations(SendPosition::AfterAck).count(),
+            set.offers_frames_at(SendPosition::AfterAck),
+            set.offers_ack_eliciting_frames(),
+        )
+    };
     let mut p = pair(&["dummy"], &["dummy"]);
     p.handshake();
-    assert_eq!(
-        p.client
-            .plugins
-            .registrations(SendPosition::AfterAck)
-            .count(),
-        1
-    );
+    assert_eq!(offered(&p.client.plugins), (1, true, true));
+    assert!(!p.client.plugins.offers_frames_at(SendPosition::First));
+    assert!(!p.client.plugins.offers_frames_at(SendPosition::End));
     assert!(p.client.poll_transmit().is_some(), "a DUMMY packet");
     assert_eq!(p.client.plugin_frames_sent.get(&0x42), Some(&1));
     assert_eq!(
-        p.client
-            .plugins
-            .registrations(SendPosition::AfterAck)
-            .count(),
-        0,
+        offered(&p.client.plugins),
+        (0, false, false),
         "not offered while in flight"
     );
     // That datagram never reached the link (the test took it), so the frame
@@ -273,4 +275,33 @@ fn a_frame_in_flight_is_unregistered_until_acknowledged() {
     );
     assert_eq!(p.client.plugin_frames_lost.get(&0x42), Some(&1));
     assert_eq!(p.client.max_in_flight_by_type.get(&0x42), Some(&1));
+    // At every step of an exchange in which DUMMY frames are acknowledged
+    // and registered again, what is offered is what is registered.
+    p.run_until(p.now + 1_000 * MS, |p| {
+        let (registered, at, ack_eliciting) = offered(&p.client.plugins);
+        assert_eq!((at, ack_eliciting), (registered == 1, registered == 1));
+        false
+    });
+    assert!(p.client.plugin_frames_acked.contains_key(&0x42));
+}
+
+/// A registration made in a routine call (DUMMY's `notify-frame`) is offered
+/// to the host right after the call.
+#[test]
+fn a_frame_registered_again_is_offered_again() {
+    let mut p = pair(&["dummy"], &["dummy"]);
+    p.handshake();
+    assert!(p.client.poll_transmit().is_some(), "a DUMMY packet");
+    assert!(!p.client.plugins.offers_frames_at(SendPosition::AfterAck));
+    let dummy = ExtFrame {
+        frame_type: 0x42,
+        tag: 0,
+    };
+    let client = &mut p.client;
+    client
+        .plugins
+        .notify_frame(&mut client.conn, dummy, FrameOutcome::Acked)
+        .expect("notify-frame");
+    assert!(client.plugins.offers_frames_at(SendPosition::AfterAck));
+    assert!(client.plugins.offers_ack_eliciting_frames());
 }

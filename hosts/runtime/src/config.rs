@@ -10,7 +10,9 @@ pub struct RuntimeConfig {
     /// CPU-time budget of one plugin call: the calling thread's CPU time,
     /// checked at each epoch tick once this much wall time has passed.
     pub call_deadline: Duration,
-    /// Period of the epoch ticker that wakes the `call_deadline` check.
+    /// Period of the epoch ticker that wakes the `call_deadline` check
+    /// while a call runs; with no call running the ticker wakes every five
+    /// periods.
     pub epoch_tick: Duration,
     /// Maximum linear memory of one plugin instance, in bytes.
     pub max_memory_bytes: usize,

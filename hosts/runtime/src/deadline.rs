@@ -15,10 +15,57 @@
 //! trivial call that was charged a burst it did not use has returned long
 //! before that second check, a looping one has not.
 
-use std::time::Duration;
-use wasmtime::{Store, UpdateDeadline};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use wasmtime::{Engine, Store, UpdateDeadline};
 
 use crate::state::PluginState;
+
+/// Calls into plugins running now, in this process (instantiations
+/// included: a start function runs guest code).
+static CALLS_IN_PROGRESS: AtomicUsize = AtomicUsize::new(0);
+
+/// How many ticks the ticker sleeps while no call is running: it then
+/// wakes 200 times a second instead of 1,000 (each wake-up costs a timer
+/// interrupt and two context switches, on a machine whose cores run the
+/// stack). A call that starts during such a sleep is checked at the usual
+/// tick from the next wake-up on, within 5 ms, long before its CPU time can
+/// reach the deadline, and the epochs count the wall time of the whole
+/// sleep.
+const IDLE_TICKS: u32 = 5;
+
+/// Marks a call into a plugin as running while it lives.
+pub(crate) struct CallInProgress(());
+
+impl CallInProgress {
+    pub(crate) fn start() -> CallInProgress {
+        CALLS_IN_PROGRESS.fetch_add(1, Ordering::Relaxed);
+        CallInProgress(())
+    }
+}
+
+impl Drop for CallInProgress {
+    fn drop(&mut self) {
+        CALLS_IN_PROGRESS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The epoch ticker of `engine`, until `stop`: one epoch per `tick` of
+/// wall time, at every tick while a call runs and every [`IDLE_TICKS`]
+/// ticks otherwise.
+pub(crate) fn run_ticker(engine: &Engine, tick: Duration, stop: &std::sync::atomic::AtomicBool) {
+    let mut counted = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        let busy = CALLS_IN_PROGRESS.load(Ordering::Relaxed) > 0;
+        std::thread::sleep(if busy { tick } else { tick * IDLE_TICKS });
+        let elapsed = counted.elapsed();
+        let ticks = (elapsed.as_nanos() / tick.as_nanos()).max(1);
+        for _ in 0..ticks {
+            engine.increment_epoch();
+        }
+        counted += tick * u32::try_from(ticks).unwrap_or(u32::MAX);
+    }
+}
 
 /// CPU time consumed so far by the calling thread.
 #[cfg(unix)]
@@ -46,7 +93,6 @@ pub(crate) fn thread_cpu_time() -> Duration {
 /// A monotonic wall clock, for platforms without a thread CPU clock.
 fn fallback_clock() -> Duration {
     use std::sync::OnceLock;
-    use std::time::Instant;
     static START: OnceLock<Instant> = OnceLock::new();
     START.get_or_init(Instant::now).elapsed()
 }
@@ -125,7 +171,6 @@ fn check(
 /// itself used the deadline (CQ-LIMIT-2 allows one tick less).
 fn call_start_cpu_time(tick: Duration) -> Duration {
     use std::cell::Cell;
-    use std::time::Instant;
     thread_local! {
         static LAST: Cell<Option<(Instant, Duration)>> = const { Cell::new(None) };
     }

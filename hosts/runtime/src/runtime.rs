@@ -321,12 +321,7 @@ impl Runtime {
         let tick = config.epoch_tick.max(Duration::from_micros(100));
         std::thread::Builder::new()
             .name("corequic-epoch".into())
-            .spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(tick);
-                    ticker_engine.increment_epoch();
-                }
-            })
+            .spawn(move || crate::deadline::run_ticker(&ticker_engine, tick, &stop))
             .map_err(|e| format!("cannot start the epoch ticker: {e}"))?;
         Ok(Runtime {
             engine,
@@ -478,6 +473,7 @@ impl Runtime {
         let mut store = Store::new(&self.engine, PluginState::for_manifest(&self.config));
         store.limiter(|s| &mut s.limits);
         crate::deadline::install(&mut store, self.deadline_ticks());
+        let _running = crate::deadline::CallInProgress::start();
         let manifest = pre
             .instantiate(&mut store, None)
             .and_then(|mut guest| guest.manifest(&mut store))

@@ -207,6 +207,7 @@ impl PluginSet {
             let mut store = Store::new(&runtime.engine, state);
             store.limiter(|s| &mut s.limits);
             crate::deadline::install(&mut store, runtime.deadline_ticks());
+            let _running = crate::deadline::CallInProgress::start();
             let guest = plugin
                 .pre
                 .instantiate(&mut store, Some(&plugin.info.manifest))
@@ -253,7 +254,9 @@ impl PluginSet {
         f: impl FnOnce(&mut Guest, &mut Store<PluginState>) -> wasmtime::Result<Result<R, Error>>,
     ) -> Result<R, CallFailure> {
         let outermost = self.outer_call_started.is_none();
+        let running = crate::deadline::CallInProgress::start();
         let result = self.invoke_once(conn, idx, anchor, routine, f);
+        drop(running);
         // The call changed a registration or enabled its plugin, or the
         // plugin was removed with its registrations.
         self.offers_stale |= match &mut self.slots[idx].live {

@@ -13,7 +13,10 @@
 //! 2-core VM). A call is therefore interrupted only once it has kept running
 //! for half a tick of CPU time after a check found it past its budget: a
 //! trivial call that was charged a burst it did not use has returned long
-//! before that second check, a looping one has not.
+//! before that second check, a looping one has not. A check counts a call
+//! past its budget half a tick early, so that a loop found just short of it
+//! at the first check (10 ms of wall time) is not confirmed only two ticks
+//! later, past the 12 ms bound.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -150,7 +153,7 @@ fn check(
     deadline: Duration,
     tick: Duration,
 ) -> Check {
-    if now.saturating_sub(started) < deadline {
+    if now.saturating_sub(started) + tick / 2 < deadline {
         return Check::Within;
     }
     match over_at {
@@ -166,9 +169,10 @@ fn check(
 /// VM: more than a whole plugin call), and an older reading only charges the
 /// call with CPU time the thread spent before it started, less than the
 /// wall time since that reading: less than half a tick. A check first finds
-/// a call over budget once it is charged the whole deadline, and interrupts
-/// it half a tick of CPU time later, so no call is interrupted before it has
-/// itself used the deadline (CQ-LIMIT-2 allows one tick less).
+/// a call over budget once it is charged the deadline less half a tick, and
+/// interrupts it half a tick of CPU time later, so no call is interrupted
+/// before it has itself used the deadline less half a tick (CQ-LIMIT-2
+/// allows one tick less).
 fn call_start_cpu_time(tick: Duration) -> Duration {
     use std::cell::Cell;
     thread_local! {
@@ -263,6 +267,16 @@ mod tests {
         assert_eq!(
             check(Duration::ZERO, at, 12 * MS + MS / 2, 10 * MS, MS),
             Check::Interrupt
+        );
+    }
+
+    #[test]
+    fn a_call_half_a_tick_short_of_its_budget_is_past_it() {
+        let short = 10 * MS - MS / 2;
+        assert_eq!(check(Duration::ZERO, None, short, 10 * MS, MS), Check::Over);
+        assert_eq!(
+            check(Duration::ZERO, None, short - MS / 10, 10 * MS, MS),
+            Check::Within
         );
     }
 

@@ -115,13 +115,17 @@ enum CallFailure {
     Fault(Fault),
 }
 
-/// A summary of the enabled plugins' frame registrations.
+/// What hosts ask of the plugins before every packet: a summary of their
+/// frame registrations and timers.
 #[derive(Debug, Default, Clone, Copy)]
-struct Offers {
-    /// Bit `position as u8`: a frame type is registered at that position.
+struct Summary {
+    /// Bit `position as u8`: an enabled plugin registered a frame type at
+    /// that position.
     positions: u8,
-    /// An ack-eliciting frame type is registered.
+    /// An enabled plugin registered an ack-eliciting frame type.
     ack_eliciting: bool,
+    /// The earliest timer of any plugin.
+    next_timeout: Option<u64>,
 }
 
 /// The plugin instances of one connection.
@@ -133,11 +137,10 @@ pub struct PluginSet {
     close: Option<CloseRequest>,
     /// Reused by `write_frames` so the send path does not allocate.
     regs_scratch: Vec<FrameRegistration>,
-    /// What the enabled plugins' frame registrations offer, asked before
-    /// every packet; recomputed only when a call changed them.
-    offers: Offers,
-    /// A call changed the registrations since `offers` was computed.
-    offers_stale: bool,
+    /// Recomputed only when a call changed what it sums up.
+    summary: Summary,
+    /// A call changed registrations or timers since `summary` was computed.
+    summary_stale: bool,
     /// Faults not yet taken by the stack.
     faults: Vec<Fault>,
     /// Transport parameter ids the stack sends itself (CQ-API-8).
@@ -232,8 +235,8 @@ impl PluginSet {
             deadline_ticks: runtime.deadline_ticks(),
             close: None,
             regs_scratch: Vec::new(),
-            offers: Offers::default(),
-            offers_stale: false,
+            summary: Summary::default(),
+            summary_stale: false,
             faults: Vec::new(),
             stack_transport_parameters: runtime.capabilities().stack_transport_parameters.clone(),
             unproductive: Default::default(),
@@ -257,21 +260,22 @@ impl PluginSet {
         let running = crate::deadline::CallInProgress::start();
         let result = self.invoke_once(conn, idx, anchor, routine, f);
         drop(running);
-        // The call changed a registration or enabled its plugin, or the
-        // plugin was removed with its registrations.
-        self.offers_stale |= match &mut self.slots[idx].live {
-            Some(live) => std::mem::take(&mut live.store.data_mut().offers_changed),
+        // The call changed a registration or a timer, or enabled its
+        // plugin, or the plugin was removed with its registrations and
+        // timers.
+        self.summary_stale |= match &mut self.slots[idx].live {
+            Some(live) => std::mem::take(&mut live.store.data_mut().summary_changed),
             None => matches!(result, Err(CallFailure::Fault(_))),
         };
         // Not within a plugin-control call, while its caller is out of its
-        // slot: its registrations would be missed.
-        if outermost && self.offers_stale {
-            self.refresh_offers();
+        // slot: its registrations and timers would be missed.
+        if outermost && self.summary_stale {
+            self.refresh_summary();
         }
         result
     }
 
-    /// [`Self::invoke`], without updating `offers`.
+    /// [`Self::invoke`], without updating `summary`.
     fn invoke_once<R>(
         &mut self,
         conn: &mut dyn HostConnection,
@@ -489,7 +493,7 @@ impl PluginSet {
                         .live
                         .take()
                         .is_some_and(|l| l.store.data().halted_sending);
-                    self.refresh_offers();
+                    self.refresh_summary();
                     self.release_halt(conn, halted);
                     self.slots[idx].removed = Some(Fault {
                         plugin: name.clone(),
@@ -692,24 +696,33 @@ impl PluginSet {
     /// `position`. When none did, `write_frames` there writes nothing, and a
     /// host may skip the call and whatever it builds for it.
     pub fn offers_frames_at(&self, position: SendPosition) -> bool {
-        self.offers.positions & (1 << position as u8) != 0
+        self.summary.positions & (1 << position as u8) != 0
     }
 
     /// Whether an enabled plugin registered an ack-eliciting frame type.
     /// When none did, `wants_to_send` is `false`, and a host may skip it.
     pub fn offers_ack_eliciting_frames(&self) -> bool {
-        self.offers.ack_eliciting
+        self.summary.ack_eliciting
     }
 
-    /// Recompute `offers` from the registrations of the enabled plugins.
-    fn refresh_offers(&mut self) {
-        self.offers_stale = false;
-        self.offers = self
+    /// Recompute `summary` from the registrations of the enabled plugins
+    /// and the timers of all.
+    fn refresh_summary(&mut self) {
+        self.summary_stale = false;
+        let mut summary = self
             .enabled_registrations()
-            .fold(Offers::default(), |offers, r| Offers {
-                positions: offers.positions | 1 << r.position as u8,
-                ack_eliciting: offers.ack_eliciting || r.ack_eliciting,
+            .fold(Summary::default(), |summary, r| Summary {
+                positions: summary.positions | 1 << r.position as u8,
+                ack_eliciting: summary.ack_eliciting || r.ack_eliciting,
+                next_timeout: None,
             });
+        summary.next_timeout = self
+            .slots
+            .iter()
+            .filter_map(|s| s.live.as_ref())
+            .flat_map(|l| l.store.data().timers.iter().map(|t| t.1))
+            .min();
+        self.summary = summary;
     }
 
     /// The frame registrations of every enabled plugin, in load order.
@@ -1097,11 +1110,7 @@ impl PluginSet {
 
     /// The earliest armed plugin timer, in connection time.
     pub fn next_timeout(&self) -> Option<u64> {
-        self.slots
-            .iter()
-            .filter_map(|s| s.live.as_ref())
-            .flat_map(|l| l.store.data().timers.iter().map(|t| t.1))
-            .min()
+        self.summary.next_timeout
     }
 
     /// Fire every plugin timer due at `now`, each once and disarmed first.
@@ -1112,17 +1121,21 @@ impl PluginSet {
             let due: Vec<u64> = match &mut self.slots[idx].live {
                 Some(live) => {
                     let timers = &mut live.store.data_mut().timers;
-                    let due = timers.iter().filter(|t| t.1 <= now).map(|t| t.0).collect();
+                    let due: Vec<u64> = timers.iter().filter(|t| t.1 <= now).map(|t| t.0).collect();
                     timers.retain(|t| t.1 > now);
                     due
                 }
                 None => continue,
             };
+            self.summary_stale |= !due.is_empty();
             for id in due {
                 let _ = self.invoke(conn, idx, Anchor::Define, "on-plugin-timeout", |g, s| {
                     g.on_plugin_timeout(s, id, now)
                 });
             }
+        }
+        if self.summary_stale {
+            self.refresh_summary();
         }
     }
 

@@ -53,9 +53,9 @@ pub(crate) struct PluginState {
     pub(crate) input: Vec<u8>,
     pub(crate) enabled: bool,
     pub(crate) frames: Vec<FrameRegistration>,
-    /// `enabled` or `frames` changed during the current call: the set
-    /// recomputes what its plugins offer to send when the call returns.
-    pub(crate) offers_changed: bool,
+    /// `enabled`, `frames` or `timers` changed during the current call: the
+    /// set recomputes its summary for the host when the call returns.
+    pub(crate) summary_changed: bool,
     pub(crate) transport_parameters: Vec<u64>,
     pub(crate) timers: Vec<(u64, u64)>,
     pub(crate) max_timers: usize,
@@ -123,7 +123,7 @@ impl PluginState {
             input: Vec::new(),
             enabled: false,
             frames: Vec::new(),
-            offers_changed: false,
+            summary_changed: false,
             transport_parameters: Vec::new(),
             timers: Vec::new(),
             max_timers: config.max_timers,
@@ -333,7 +333,7 @@ impl PluginState {
         self.frames
             .retain(|r| r.frame_type != registration.frame_type);
         self.frames.push(registration);
-        self.offers_changed = true;
+        self.summary_changed = true;
         Ok(())
     }
 
@@ -347,7 +347,7 @@ impl PluginState {
                 "frame type {frame_type:#x} is not registered"
             )));
         }
-        self.offers_changed = true;
+        self.summary_changed = true;
         Ok(())
     }
 
@@ -380,7 +380,7 @@ impl PluginState {
 
     pub(crate) fn enable(&mut self) {
         if self.scope("enable", true).is_ok() {
-            self.offers_changed |= !self.enabled;
+            self.summary_changed |= !self.enabled;
             self.enabled = true;
         }
     }
@@ -390,6 +390,7 @@ impl PluginState {
         self.permit("set-timer", Permission::Timers)?;
         if let Some(t) = self.timers.iter_mut().find(|t| t.0 == id) {
             t.1 = at;
+            self.summary_changed = true;
             return Ok(());
         }
         if self.timers.len() >= self.max_timers {
@@ -399,6 +400,7 @@ impl PluginState {
             )));
         }
         self.timers.push((id, at));
+        self.summary_changed = true;
         Ok(())
     }
 
@@ -410,6 +412,7 @@ impl PluginState {
         if self.timers.len() == before {
             return Err(Error::NotFound(format!("timer {id} is not armed")));
         }
+        self.summary_changed = true;
         Ok(())
     }
 

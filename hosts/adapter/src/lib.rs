@@ -576,6 +576,17 @@ impl ConnectionPlugins {
         self.with(cx, |set, view| set.wants_to_send(view, ctx))
     }
 
+    /// Hook `offers_frames_at`: whether [`Self::write_frames`] at
+    /// `position` can write anything (a PATH_CHALLENGE queued, a PING asked
+    /// for before the connection existed, or a plugin's registration there).
+    /// When not, the stack skips it and whatever it builds for it: most
+    /// packets of a bulk transfer.
+    pub fn offers_frames_at(&self, position: SendPosition) -> bool {
+        (position == SendPosition::First && !self.state.challenges.is_empty())
+            || self.state.ping_pending
+            || self.set_ref().offers_frames_at(position)
+    }
+
     /// Hook `write_frames`: write the queued PATH_CHALLENGEs (first in an
     /// in-flight packet) and the plugins' frames into `buf`; `sent` gets
     /// each frame written, for the stack to report back.
@@ -1130,6 +1141,11 @@ macro_rules! extension_hooks {
             })
         }
 
+        fn offers_frames_at(&self, position: $position) -> bool {
+            $crate::AdapterExtension::plugins(self)
+                .offers_frames_at($crate::abi_position!(position, $position))
+        }
+
         fn write_frames(
             &mut self,
             cx: &mut $cx,
@@ -1208,6 +1224,20 @@ macro_rules! extension_hooks {
     };
 }
 
+/// A stack's `SendPosition` (named `$position`, with the vocabulary's
+/// variants) as the ABI's.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! abi_position {
+    ($value:expr, $position:ident) => {
+        match $value {
+            $position::First => $crate::__abi::SendPosition::First,
+            $position::AfterAck => $crate::__abi::SendPosition::AfterAck,
+            $position::End => $crate::__abi::SendPosition::End,
+        }
+    };
+}
+
 /// A [`SendSlot`] from a stack's `SendContext` (every patch declares the
 /// same fields, and a `SendPosition` with the same variants).
 #[macro_export]
@@ -1216,11 +1246,7 @@ macro_rules! send_slot {
         let ctx = $ctx;
         $crate::SendSlot {
             packet_number: ctx.packet_number,
-            position: match ctx.position {
-                $position::First => $crate::__abi::SendPosition::First,
-                $position::AfterAck => $crate::__abi::SendPosition::AfterAck,
-                $position::End => $crate::__abi::SendPosition::End,
-            },
+            position: $crate::abi_position!(ctx.position, $position),
             room: ctx.room,
             in_flight: ctx.in_flight,
         }
@@ -1468,11 +1494,17 @@ mod tests {
     #[test]
     fn a_ping_asked_for_before_the_connection_goes_out_at_the_next_hook() {
         let mut plugins = plugins();
+        assert!(
+            !plugins.offers_frames_at(SendPosition::End),
+            "no plugin frame"
+        );
         let mut view = View::<dyn StackConnection> {
             cx: None,
             st: &mut plugins.state,
         };
         assert_eq!(view.send_frame(Frame::Ping), Ok(()));
+        // The stack calls `write_frames`, which sends it.
+        assert!(plugins.offers_frames_at(SendPosition::End));
         let mut stack = FakeStack::default();
         plugins.on_timeout(&mut stack);
         assert_eq!(stack.pings, 1);
@@ -1492,6 +1524,9 @@ mod tests {
             view.send_frame(Frame::MaxData(1)),
             Err(abi::Error::Unsupported(_))
         ));
+        // The stack calls `write_frames` at FIRST for it, and only there.
+        assert!(plugins.offers_frames_at(SendPosition::First));
+        assert!(!plugins.offers_frames_at(SendPosition::AfterAck));
         let mut stack = FakeStack::default();
         let slot = |position, in_flight| SendSlot {
             packet_number: 1,
@@ -1515,6 +1550,7 @@ mod tests {
             |f| sent.push(f),
         );
         assert_eq!(buf, [0x1a, 0, 0, 0, 0, 0, 0, 0, 7]);
+        assert!(!plugins.offers_frames_at(SendPosition::First), "written");
         assert_eq!(
             sent,
             [SentFrame {

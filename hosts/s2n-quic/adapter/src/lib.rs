@@ -86,7 +86,10 @@ impl ExtensionFactory for PluginFactory {
         Some(Box::new(S2nPlugins {
             plugins: self.0.attach(ADAPTER, connection)?,
             epoch: info.now,
-            clock_pairing: None,
+            // A connection may see no hook before an embedder's first
+            // plugin-control call: most of a bulk transfer's packets skip
+            // `write_frames` (`offers_frames_at`).
+            clock_pairing: (info.now, std::time::Instant::now()),
         }))
     }
 }
@@ -96,13 +99,14 @@ pub struct S2nPlugins {
     plugins: ConnectionPlugins,
     /// The ABI epoch: when the extension was created.
     epoch: Timestamp,
-    /// s2n-quic's time in a hook, paired with the process clock's reading
-    /// then: what `plugin_control`, which runs outside hooks, advances to
-    /// the current time. Both clocks are monotonic and run at one rate, so
-    /// a pairing stays valid; it is renewed once per
-    /// [`CLOCK_PAIRING_PERIOD`] of connection time, not in every hook,
-    /// since a clock read in every hook was 4 % of a loaded server's CPU.
-    clock_pairing: Option<(Timestamp, std::time::Instant)>,
+    /// s2n-quic's time at the extension's creation or in a hook, paired
+    /// with the process clock's reading then: what `plugin_control`, which
+    /// runs outside hooks, advances to the current time. Both clocks are
+    /// monotonic and run at one rate, so a pairing stays valid; it is
+    /// renewed once per [`CLOCK_PAIRING_PERIOD`] of connection time, not in
+    /// every hook, since a clock read in every hook was 4 % of a loaded
+    /// server's CPU.
+    clock_pairing: (Timestamp, std::time::Instant),
 }
 
 /// How much connection time passes before a hook pairs s2n-quic's time
@@ -254,11 +258,8 @@ impl AdapterExtension for S2nPlugins {
         cx: &mut ExtensionContext,
         f: impl FnOnce(&mut ConnectionPlugins, &mut dyn StackConnection) -> R,
     ) -> R {
-        let renew = self
-            .clock_pairing
-            .is_none_or(|(at, _)| cx.now.saturating_duration_since(at) >= CLOCK_PAIRING_PERIOD);
-        if renew {
-            self.clock_pairing = Some((cx.now, std::time::Instant::now()));
+        if cx.now.saturating_duration_since(self.clock_pairing.0) >= CLOCK_PAIRING_PERIOD {
+            self.clock_pairing = (cx.now, std::time::Instant::now());
         }
         let mut stack = S2n {
             cx,
@@ -302,11 +303,10 @@ impl AdapterExtension for S2nPlugins {
         // connection's last event, which on an idle connection is long past.
         // Advance it to the current time through the clock pairing, so the
         // plugin sees the current time (a probe is timed from this call).
-        if let Some((at, instant)) = self.clock_pairing {
-            let now = at + instant.elapsed();
-            if now > cx.now {
-                cx.now = now;
-            }
+        let (at, instant) = self.clock_pairing;
+        let now = at + instant.elapsed();
+        if now > cx.now {
+            cx.now = now;
         }
         self.with_connection(cx, |plugins, stack| plugins.plugin_control(stack, id, args))
     }

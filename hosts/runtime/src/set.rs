@@ -256,34 +256,6 @@ impl PluginSet {
         routine: &'static str,
         f: impl FnOnce(&mut Guest, &mut Store<PluginState>) -> wasmtime::Result<Result<R, Error>>,
     ) -> Result<R, CallFailure> {
-        let outermost = self.outer_call_started.is_none();
-        let running = crate::deadline::CallInProgress::start();
-        let result = self.invoke_once(conn, idx, anchor, routine, f);
-        drop(running);
-        // The call changed a registration or a timer, or enabled its
-        // plugin, or the plugin was removed with its registrations and
-        // timers.
-        self.summary_stale |= match &mut self.slots[idx].live {
-            Some(live) => std::mem::take(&mut live.store.data_mut().summary_changed),
-            None => matches!(result, Err(CallFailure::Fault(_))),
-        };
-        // Not within a plugin-control call, while its caller is out of its
-        // slot: its registrations and timers would be missed.
-        if outermost && self.summary_stale {
-            self.refresh_summary();
-        }
-        result
-    }
-
-    /// [`Self::invoke`], without updating `summary`.
-    fn invoke_once<R>(
-        &mut self,
-        conn: &mut dyn HostConnection,
-        idx: usize,
-        anchor: Anchor,
-        routine: &'static str,
-        f: impl FnOnce(&mut Guest, &mut Store<PluginState>) -> wasmtime::Result<Result<R, Error>>,
-    ) -> Result<R, CallFailure> {
         let Some(mut live) = self.slots[idx].live.take() else {
             return Err(CallFailure::Unavailable);
         };
@@ -311,14 +283,19 @@ impl PluginSet {
             }
         };
         let Live { store, guest } = &mut *live;
+        let running = crate::deadline::CallInProgress::start();
         let result = f(guest, store);
+        drop(running);
         if outermost {
             self.outer_call_started = None;
         }
         live.store.data_mut().scope = None;
+        // The call changed a registration or a timer, or enabled its
+        // plugin (or, below, the plugin is removed with them).
+        self.summary_stale |= std::mem::take(&mut live.store.data_mut().summary_changed);
         let slot = &mut self.slots[idx];
         slot.calls += 1;
-        match result {
+        let result = match result {
             Ok(Ok(r)) => {
                 slot.live = Some(live);
                 Ok(r)
@@ -366,10 +343,17 @@ impl PluginSet {
                 slot.logs_dropped_when_removed = live.store.data().logs_dropped;
                 // Dropping the store releases the instance back to the pool.
                 drop(live);
+                self.summary_stale = true;
                 self.release_halt(conn, halted);
                 Err(CallFailure::Fault(fault))
             }
+        };
+        // Not within a plugin-control call, while its caller is out of its
+        // slot: its registrations and timers would be missed.
+        if outermost && self.summary_stale {
+            self.refresh_summary();
         }
+        result
     }
 
     fn usable(&self, idx: usize, routine: Routine) -> bool {

@@ -8,11 +8,10 @@ use std::time::Duration;
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
     /// CPU-time budget of one plugin call: the calling thread's CPU time,
-    /// checked at each epoch tick once this much wall time has passed.
+    /// checked at each epoch tick once half this much wall time has passed.
     pub call_deadline: Duration,
     /// Period of the epoch ticker that wakes the `call_deadline` check
-    /// while a call runs; with no call running the ticker wakes every five
-    /// periods.
+    /// while checks run; otherwise the ticker wakes every five periods.
     pub epoch_tick: Duration,
     /// Maximum linear memory of one plugin instance, in bytes.
     pub max_memory_bytes: usize,

@@ -15,58 +15,79 @@
 //! trivial call that was charged a burst it did not use has returned long
 //! before that second check, a looping one has not. A check counts a call
 //! past its budget half a tick early, so that a loop found just short of it
-//! at the first check (10 ms of wall time) is not confirmed only two ticks
+//! at the check after 10 ms of wall time is not confirmed only two ticks
 //! later, past the 12 ms bound.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::Thread;
 use std::time::{Duration, Instant};
 use wasmtime::{Engine, Store, UpdateDeadline};
 
 use crate::state::PluginState;
 
-/// Calls into plugins running now, in this process (instantiations
-/// included: a start function runs guest code).
-static CALLS_IN_PROGRESS: AtomicUsize = AtomicUsize::new(0);
-
-/// How many ticks the ticker sleeps while no call is running: it then
+/// How many ticks the ticker sleeps while no deadline check runs: it then
 /// wakes 200 times a second instead of 1,000 (each wake-up costs a timer
 /// interrupt and two context switches, on a machine whose cores run the
-/// stack). A call that starts during such a sleep is checked at the usual
-/// tick from the next wake-up on, within 5 ms, long before its CPU time can
-/// reach the deadline, and the epochs count the wall time of the whole
-/// sleep.
+/// stack). The epochs count the wall time of the whole sleep, and a call's
+/// first check comes after half its deadline (`Runtime::deadline_ticks`):
+/// within 10 ms even if the ticker idled, and every tick from then on, so
+/// the check that finds a call past its budget is still a tick apart from
+/// the one that interrupts it.
 const IDLE_TICKS: u32 = 5;
 
-/// Marks a call into a plugin as running while it lives.
-pub(crate) struct CallInProgress(());
-
-impl CallInProgress {
-    pub(crate) fn start() -> CallInProgress {
-        CALLS_IN_PROGRESS.fetch_add(1, Ordering::Relaxed);
-        CallInProgress(())
-    }
+/// How a runtime's deadline checks reach its epoch ticker. Only the checks
+/// use it, so a call that returns before its first check writes nothing
+/// shared.
+#[derive(Clone)]
+pub(crate) struct Ticker {
+    /// A check ran since the ticker last looked.
+    checking: Arc<AtomicBool>,
+    thread: Thread,
 }
 
-impl Drop for CallInProgress {
-    fn drop(&mut self) {
-        CALLS_IN_PROGRESS.fetch_sub(1, Ordering::Relaxed);
+impl Ticker {
+    /// Start the epoch ticker of `engine`, until `stop`: one epoch per
+    /// `tick` of wall time, at every tick while deadline checks run and
+    /// every [`IDLE_TICKS`] ticks otherwise.
+    pub(crate) fn start(
+        engine: Engine,
+        tick: Duration,
+        stop: Arc<AtomicBool>,
+    ) -> std::io::Result<Ticker> {
+        let checking = Arc::new(AtomicBool::new(false));
+        let seen = checking.clone();
+        let thread = std::thread::Builder::new()
+            .name("corequic-epoch".into())
+            .spawn(move || {
+                let idle = tick * IDLE_TICKS;
+                let mut counted = Instant::now();
+                let mut last_check: Option<Instant> = None;
+                while !stop.load(Ordering::Relaxed) {
+                    // Every tick until an idle period passes without a check:
+                    // a check may come just after this look.
+                    if seen.swap(false, Ordering::Relaxed) {
+                        last_check = Some(Instant::now());
+                    }
+                    let fast = last_check.is_some_and(|at| at.elapsed() < idle);
+                    std::thread::park_timeout(if fast { tick } else { idle });
+                    // Woken early by a check, no tick may have passed yet.
+                    let ticks = counted.elapsed().as_nanos() / tick.as_nanos();
+                    for _ in 0..ticks {
+                        engine.increment_epoch();
+                    }
+                    counted += tick * u32::try_from(ticks).unwrap_or(u32::MAX);
+                }
+            })?
+            .thread()
+            .clone();
+        Ok(Ticker { checking, thread })
     }
-}
 
-/// The epoch ticker of `engine`, until `stop`: one epoch per `tick` of
-/// wall time, at every tick while a call runs and every [`IDLE_TICKS`]
-/// ticks otherwise.
-pub(crate) fn run_ticker(engine: &Engine, tick: Duration, stop: &std::sync::atomic::AtomicBool) {
-    let mut counted = Instant::now();
-    while !stop.load(Ordering::Relaxed) {
-        let busy = CALLS_IN_PROGRESS.load(Ordering::Relaxed) > 0;
-        std::thread::sleep(if busy { tick } else { tick * IDLE_TICKS });
-        let elapsed = counted.elapsed();
-        let ticks = (elapsed.as_nanos() / tick.as_nanos()).max(1);
-        for _ in 0..ticks {
-            engine.increment_epoch();
-        }
-        counted += tick * u32::try_from(ticks).unwrap_or(u32::MAX);
+    /// A check ran: tick every period from now on, starting at once.
+    fn checked(&self) {
+        self.checking.store(true, Ordering::Relaxed);
+        self.thread.unpark();
     }
 }
 
@@ -105,9 +126,11 @@ fn fallback_clock() -> Duration {
 /// on the CPU since the call started and then half a tick more since an
 /// earlier check saw that (see the module docs); otherwise it looks again
 /// one tick later.
-pub(crate) fn install(store: &mut Store<PluginState>, ticks: u64) {
+pub(crate) fn install(store: &mut Store<PluginState>, ticks: u64, ticker: &Ticker) {
     start_call(store, ticks);
-    store.epoch_deadline_callback(|mut state| {
+    let ticker = ticker.clone();
+    store.epoch_deadline_callback(move |mut state| {
+        ticker.checked();
         let now = thread_cpu_time();
         let data = state.data_mut();
         Ok(

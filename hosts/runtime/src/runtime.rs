@@ -275,6 +275,7 @@ pub struct Runtime {
     linker: Linker<PluginState>,
     pub(crate) config: RuntimeConfig,
     capabilities: HostCapabilities,
+    pub(crate) ticker: crate::deadline::Ticker,
     ticker_stop: Arc<AtomicBool>,
 }
 
@@ -316,18 +317,15 @@ impl Runtime {
         // The epoch ticker: each tick moves every store one step towards its
         // call deadline. It stops when the runtime is dropped.
         let ticker_stop = Arc::new(AtomicBool::new(false));
-        let stop = ticker_stop.clone();
-        let ticker_engine = engine.clone();
         let tick = config.epoch_tick.max(Duration::from_micros(100));
-        std::thread::Builder::new()
-            .name("corequic-epoch".into())
-            .spawn(move || crate::deadline::run_ticker(&ticker_engine, tick, &stop))
+        let ticker = crate::deadline::Ticker::start(engine.clone(), tick, ticker_stop.clone())
             .map_err(|e| format!("cannot start the epoch ticker: {e}"))?;
         Ok(Runtime {
             engine,
             linker,
             config,
             capabilities,
+            ticker,
             ticker_stop,
         })
     }
@@ -337,14 +335,18 @@ impl Runtime {
         &self.capabilities
     }
 
-    /// Epoch ticks that make up one call's deadline.
+    /// Epoch ticks before a call's first deadline check: half the
+    /// deadline, so that the first check comes before the deadline even
+    /// when the ticker was idling (`deadline::IDLE_TICKS`).
     pub(crate) fn deadline_ticks(&self) -> u64 {
         let tick = self
             .config
             .epoch_tick
             .max(Duration::from_micros(100))
             .as_nanos();
-        self.config.call_deadline.as_nanos().div_ceil(tick).max(1) as u64
+        (self.config.call_deadline.as_nanos() / 2)
+            .div_ceil(tick)
+            .max(1) as u64
     }
 
     /// Load a plugin component from a file.
@@ -472,8 +474,7 @@ impl Runtime {
     fn run_manifest(&self, pre: &GuestPre, origin: &str) -> Result<PluginManifest, LoadError> {
         let mut store = Store::new(&self.engine, PluginState::for_manifest(&self.config));
         store.limiter(|s| &mut s.limits);
-        crate::deadline::install(&mut store, self.deadline_ticks());
-        let _running = crate::deadline::CallInProgress::start();
+        crate::deadline::install(&mut store, self.deadline_ticks(), &self.ticker);
         let manifest = pre
             .instantiate(&mut store, None)
             .and_then(|mut guest| guest.manifest(&mut store))

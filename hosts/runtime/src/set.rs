@@ -209,8 +209,7 @@ impl PluginSet {
             let state = PluginState::new(&runtime.config, Some(plugin.info.clone()), idx);
             let mut store = Store::new(&runtime.engine, state);
             store.limiter(|s| &mut s.limits);
-            crate::deadline::install(&mut store, runtime.deadline_ticks());
-            let _running = crate::deadline::CallInProgress::start();
+            crate::deadline::install(&mut store, runtime.deadline_ticks(), &runtime.ticker);
             let guest = plugin
                 .pre
                 .instantiate(&mut store, Some(&plugin.info.manifest))
@@ -283,9 +282,7 @@ impl PluginSet {
             }
         };
         let Live { store, guest } = &mut *live;
-        let running = crate::deadline::CallInProgress::start();
         let result = f(guest, store);
-        drop(running);
         if outermost {
             self.outer_call_started = None;
         }

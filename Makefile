@@ -268,7 +268,8 @@ perf: plugins
 	  --runs $(PERF_RUNS) --size $(PERF_SIZE) --out $(INTEROP_OUT)/perf --markdown $(INTEROP_OUT)/perf/table.md
 
 ## scale: one quinn server holding 1, 100 and 1,000 connections with and
-## without the four non-padding reference plugins: handshake rate and memory
+## without the four non-padding reference plugins, on fresh and on reused
+## pool slots: handshake rate and memory
 ## per connection (docs/measurements.md).
 scale: plugins
 	$(CARGO) bench -p corequic-quinn --bench scale

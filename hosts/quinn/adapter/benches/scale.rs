@@ -13,9 +13,14 @@
 //! - the resident memory the N open connections hold (`VmRSS` after the
 //!   handshakes minus `VmRSS` before the first `connect`), per connection.
 //!
+//! Each count is measured twice: on a fresh process, where every plugin
+//! instance takes a pool slot no instance used before, and on a server
+//! that already opened and closed as many connections, whose instances
+//! take the slots those returned, as on a server that has run for a while.
+//!
 //! Every run is a fresh child process, so that memory an earlier run freed
 //! but the allocator kept does not hide a later run's; the two
-//! configurations alternate, five runs each for every N, and the table shows
+//! configurations alternate, nine runs each for every N, and the table shows
 //! the medians.
 //! A socket per connection would add the kernel's buffers, the same with
 //! and without plugins; the endpoint binaries serve one connection at a
@@ -44,7 +49,7 @@ const PLUGINS: [&str; 4] = ["probe", "bdp", "dummy", "ack-logger"];
 const COUNTS: [usize; 3] = [1, 100, 1000];
 /// Runs per (count, configuration), alternating the two configurations;
 /// the table shows the medians.
-const RUNS: usize = 5;
+const RUNS: usize = 9;
 
 /// One quinn endpoint's side of the in-memory link.
 struct Side {
@@ -144,9 +149,36 @@ fn transport(connections: Option<usize>) -> TransportConfig {
     t
 }
 
-/// One measurement: `n` connections, the server with plugins or without;
-/// prints `handshakes_per_second kib_per_connection close_us_per_connection`.
-fn measure(n: usize, with_plugins: bool) {
+/// Drive `n` new connections from `client` to `server` until every
+/// handshake has completed on both sides.
+fn handshakes(client: &mut Side, server: &mut Side, config: &quinn_proto::ClientConfig, n: usize) {
+    let (client_before, server_before) = (client.established, server.established);
+    for _ in 0..n {
+        let (ch, conn) = client
+            .endpoint
+            .connect(Instant::now(), config.clone(), server.addr, "localhost")
+            .expect("connect");
+        client.connections.insert(ch, conn);
+    }
+    while client.established - client_before < n || server.established - server_before < n {
+        let now = Instant::now();
+        let to_server = client.transmit(now);
+        let to_client = server.transmit(now);
+        assert!(
+            !(to_server.is_empty() && to_client.is_empty()),
+            "the handshakes stalled: {} of {n} client and {} server connections established",
+            client.established - client_before,
+            server.established - server_before
+        );
+        server.receive(now, client.addr, to_server);
+        client.receive(now, server.addr, to_client);
+    }
+}
+
+/// One measurement: `n` connections, the server with plugins or without,
+/// its pool slots fresh or `reused`; prints `handshakes_per_second
+/// kib_per_connection close_us_per_connection`.
+fn measure(n: usize, with_plugins: bool, reused: bool) {
     // Plugins are compiled and loaded here, before the baseline is taken:
     // what is measured is what each connection adds.
     let server_transport = transport(with_plugins.then_some(n));
@@ -157,34 +189,17 @@ fn measure(n: usize, with_plugins: bool) {
     } = common::Endpoints::new(transport(None), server_transport);
     let mut server = Side::new(server_ep, 4433);
     let mut client = Side::new(client_ep, 4434);
+    if reused {
+        // A first round, closed before the measured one: its connections
+        // return their plugins' instances to the pool.
+        handshakes(&mut client, &mut server, &client_config, n);
+        server.connections.clear();
+        client.connections.clear();
+    }
 
     let before = rss_kib().expect("VmRSS");
     let started = Instant::now();
-    for _ in 0..n {
-        let (ch, conn) = client
-            .endpoint
-            .connect(
-                Instant::now(),
-                client_config.clone(),
-                server.addr,
-                "localhost",
-            )
-            .expect("connect");
-        client.connections.insert(ch, conn);
-    }
-    while client.established < n || server.established < n {
-        let now = Instant::now();
-        let to_server = client.transmit(now);
-        let to_client = server.transmit(now);
-        assert!(
-            !(to_server.is_empty() && to_client.is_empty()),
-            "the handshakes stalled: {} of {n} client and {} server connections established",
-            client.established,
-            server.established
-        );
-        server.receive(now, client.addr, to_server);
-        client.receive(now, server.addr, to_client);
-    }
+    handshakes(&mut client, &mut server, &client_config, n);
     let elapsed = started.elapsed().as_secs_f64();
     let after = rss_kib().expect("VmRSS");
     assert_eq!(server.connections.len(), n);
@@ -229,22 +244,26 @@ fn medians(runs: &[[f64; 3]]) -> [f64; 3] {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     // A child: one measurement.
-    if let [flag, n, plugins] = args.as_slice()
+    if let [flag, n, plugins, slots] = args.as_slice()
         && flag == "--measure"
     {
-        measure(n.parse().expect("count"), plugins == "plugins");
+        measure(
+            n.parse().expect("count"),
+            plugins == "plugins",
+            slots == "reused",
+        );
         return;
     }
     // cargo bench passes `--bench`; anything else is ignored.
     let exe = std::env::current_exe().expect("own path");
-    let run = |n: usize, config: &str| -> [f64; 3] {
+    let run = |n: usize, config: &str, slots: &str| -> [f64; 3] {
         let out = Command::new(&exe)
-            .args(["--measure", &n.to_string(), config])
+            .args(["--measure", &n.to_string(), config, slots])
             .output()
             .expect("child");
         assert!(
             out.status.success(),
-            "{n} connections, {config}: {}",
+            "{n} connections, {config}, {slots} slots: {}",
             String::from_utf8_lossy(&out.stderr)
         );
         let text = String::from_utf8_lossy(&out.stdout);
@@ -254,24 +273,32 @@ fn main() {
         [(); 3].map(|_| fields.next().expect("rate, memory and close"))
     };
     println!(
-        "| connections | handshakes/s, no plugins | handshakes/s, 4 plugins | ratio | KiB/connection, no plugins | KiB/connection, 4 plugins | extra KiB/connection | close µs/connection, no plugins | close µs/connection, 4 plugins |"
+        "| connections | pool slots | handshakes/s, no plugins | handshakes/s, 4 plugins | ratio | KiB/connection, no plugins | KiB/connection, 4 plugins | extra KiB/connection | close µs/connection, no plugins | close µs/connection, 4 plugins |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
-    for n in COUNTS {
-        // The two configurations alternate, so that a slow minute of the
-        // machine weighs on both alike.
-        let mut without = Vec::new();
-        let mut with = Vec::new();
-        for _ in 0..RUNS {
-            without.push(run(n, "none"));
-            with.push(run(n, "plugins"));
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for slots in ["fresh", "reused"] {
+        for n in COUNTS {
+            // The two configurations alternate, so that a slow minute of the
+            // machine weighs on both alike.
+            let mut without = Vec::new();
+            let mut with = Vec::new();
+            for _ in 0..RUNS {
+                without.push(run(n, "none", slots));
+                with.push(run(n, "plugins", slots));
+            }
+            let [rate0, kib0, close0] = medians(&without);
+            let [rate4, kib4, close4] = medians(&with);
+            // Memory is what the measured connections added: with reused
+            // slots, the first round's already made them resident.
+            let memory = if slots == "fresh" {
+                format!("{kib0:.1} | {kib4:.1} | {:.1}", kib4 - kib0)
+            } else {
+                "— | — | —".to_string()
+            };
+            println!(
+                "| {n} | {slots} | {rate0:.0} | {rate4:.0} | {:.1} % | {memory} | {close0:.1} | {close4:.1} |",
+                100.0 * rate4 / rate0,
+            );
         }
-        let [rate0, kib0, close0] = medians(&without);
-        let [rate4, kib4, close4] = medians(&with);
-        println!(
-            "| {n} | {rate0:.0} | {rate4:.0} | {:.1} % | {kib0:.1} | {kib4:.1} | {:.1} | {close0:.1} | {close4:.1} |",
-            100.0 * rate4 / rate0,
-            kib4 - kib0
-        );
     }
 }

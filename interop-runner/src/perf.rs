@@ -104,6 +104,9 @@ impl ModeFigures {
     }
 }
 
+/// Resamples behind [`PerfCell::ratio_interval`].
+const BOOTSTRAP_RESAMPLES: usize = 2000;
+
 /// One server × client × path measurement.
 #[derive(Debug, Clone, Serialize)]
 pub struct PerfCell {
@@ -125,6 +128,57 @@ impl PerfCell {
         let (with, ..) = self.with.quartiles()?;
         let (without, ..) = self.without.quartiles()?;
         (without > 0.0).then(|| with / without)
+    }
+
+    /// A 95 % interval of [`Self::ratio`]: the 2.5th and 97.5th percentiles
+    /// of the ratio of medians over runs resampled with replacement
+    /// (percentile bootstrap), from a fixed seed so that a table is
+    /// reproducible from its runs. With ten runs a mode whose runs spread
+    /// widely gives a wide interval: a cell whose interval holds the goal
+    /// has not shown that it misses it, nor that it meets it.
+    pub fn ratio_interval(&self) -> Option<(f64, f64)> {
+        let (with, without) = (&self.with.runs_mbps, &self.without.runs_mbps);
+        if with.is_empty() || without.is_empty() {
+            return None;
+        }
+        let mut rng = SplitMix64(0x5eed_c0de_0001);
+        let mut resample = |runs: &[f64], into: &mut Vec<f64>| {
+            into.clear();
+            into.extend((0..runs.len()).map(|_| runs[rng.below(runs.len())]));
+            into.sort_by(f64::total_cmp);
+        };
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        let mut ratios = Vec::with_capacity(BOOTSTRAP_RESAMPLES);
+        for _ in 0..BOOTSTRAP_RESAMPLES {
+            resample(with, &mut a);
+            resample(without, &mut b);
+            let (w, wo) = (quantile(&a, 0.5)?, quantile(&b, 0.5)?);
+            if wo > 0.0 {
+                ratios.push(w / wo);
+            }
+        }
+        ratios.sort_by(f64::total_cmp);
+        Some((quantile(&ratios, 0.025)?, quantile(&ratios, 0.975)?))
+    }
+}
+
+/// A small deterministic generator (SplitMix64) for the bootstrap: the
+/// table must not change between two renderings of the same runs.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (n > 0); the modulo bias is below 2^-50 for the
+    /// run counts used here.
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
     }
 }
 
@@ -241,9 +295,10 @@ pub fn run_perf(spec_run: &PerfRun) -> Vec<PerfCell> {
 pub fn markdown(cells: &[PerfCell], runs: usize, size: u64) -> String {
     let mut out = format!(
         "Bulk download of {size} bytes, {runs} runs per mode alternated; goodput in Mbit/s \
-         as median (first–third quartile); plugins: {} on both sides.\n\n\
-         | link | server | client | without plugins | with plugins | ratio of medians |\n\
-         |---|---|---|---|---|---|\n",
+         as median (first–third quartile); plugins: {} on both sides; the ratio's 95 % \
+         interval by percentile bootstrap over the runs.\n\n\
+         | link | server | client | without plugins | with plugins | ratio of medians | 95 % interval |\n\
+         |---|---|---|---|---|---|---|\n",
         PERF_PLUGINS.join(", ")
     );
     let figures = |m: &ModeFigures| match m.quartiles() {
@@ -261,18 +316,38 @@ pub fn markdown(cells: &[PerfCell], runs: usize, size: u64) -> String {
         let ratio = c
             .ratio()
             .map_or("—".to_string(), |r| format!("{:.1} %", r * 100.0));
+        let interval = c.ratio_interval().map_or("—".to_string(), |(lo, hi)| {
+            format!("{:.1}–{:.1} %", lo * 100.0, hi * 100.0)
+        });
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} |\n",
             c.link.name(),
             c.server,
             c.client,
             figures(&c.without),
             figures(&c.with),
-            ratio
+            ratio,
+            interval
+        ));
+    }
+    let judged: Vec<(f64, f64)> = cells.iter().filter_map(PerfCell::ratio_interval).collect();
+    if !judged.is_empty() {
+        let below = judged.iter().filter(|(_, hi)| *hi < GOODPUT_GOAL).count();
+        let above = judged.iter().filter(|(lo, _)| *lo >= GOODPUT_GOAL).count();
+        out.push_str(&format!(
+            "\nAgainst the {:.0} % goal: {above} of {} cells have their whole interval at or \
+             above it, {below} below it, {} hold it within their interval.\n",
+            GOODPUT_GOAL * 100.0,
+            judged.len(),
+            judged.len() - above - below
         ));
     }
     out
 }
+
+/// Goodput with plugins that `make perf` aims at, as a share of goodput
+/// without.
+pub const GOODPUT_GOAL: f64 = 0.97;
 
 #[cfg(test)]
 mod tests {
@@ -308,10 +383,71 @@ mod tests {
         let table = markdown(&[cell], 3, 1000);
         assert!(
             table.contains(
-                "| loopback | a | b | 200 (150–250) | 185 (182–188), 1 failed | 92.5 % |"
+                "| loopback | a | b | 200 (150–250) | 185 (182–188), 1 failed | 92.5 % | "
             ),
             "{table}"
         );
+    }
+
+    fn cell(without: Vec<f64>, with: Vec<f64>) -> PerfCell {
+        PerfCell {
+            server: "a".into(),
+            client: "b".into(),
+            link: PerfLink::Loopback,
+            without: ModeFigures {
+                runs_mbps: without,
+                failed: 0,
+            },
+            with: ModeFigures {
+                runs_mbps: with,
+                failed: 0,
+            },
+        }
+    }
+
+    #[test]
+    fn the_interval_holds_the_ratio_and_widens_with_the_spread() {
+        let tight = cell(
+            vec![1000.0, 1001.0, 999.0, 1000.5, 999.5, 1000.0],
+            vec![900.0, 901.0, 899.0, 900.5, 899.5, 900.0],
+        );
+        let (lo, hi) = tight.ratio_interval().expect("interval");
+        assert!(lo <= 0.9 && 0.9 <= hi, "{lo}..{hi}");
+        assert!(
+            hi - lo < 0.01,
+            "runs that agree give a narrow interval: {lo}..{hi}"
+        );
+
+        let spread = cell(
+            vec![600.0, 1400.0, 800.0, 1200.0, 1000.0, 700.0],
+            vec![540.0, 1260.0, 720.0, 1080.0, 900.0, 630.0],
+        );
+        let (lo, hi) = spread.ratio_interval().expect("interval");
+        let ratio = spread.ratio().expect("ratio");
+        assert!(lo <= ratio && ratio <= hi, "{lo}..{ratio}..{hi}");
+        assert!(
+            hi - lo > 0.3,
+            "runs that spread give a wide interval: {lo}..{hi}"
+        );
+        // The same runs give the same interval (the table is reproducible).
+        assert_eq!(spread.ratio_interval(), Some((lo, hi)));
+    }
+
+    #[test]
+    fn the_table_counts_cells_against_the_goal_by_their_interval() {
+        let met = cell(vec![100.0; 5], vec![99.0; 5]);
+        let missed = cell(vec![100.0; 5], vec![80.0; 5]);
+        let open = cell(
+            vec![90.0, 110.0, 100.0, 95.0, 105.0],
+            vec![85.0, 110.0, 97.0, 92.0, 103.0],
+        );
+        let table = markdown(&[met, missed, open], 5, 1000);
+        assert!(table.contains("| 99.0 % | 99.0–99.0 % |"), "{table}");
+        assert!(
+            table.contains("Against the 97 % goal: 1 of 3 cells have their whole interval at or above it, 1 below it, 1 hold it within their interval."),
+            "{table}"
+        );
+        assert_eq!(cell(vec![], vec![1.0]).ratio_interval(), None);
     }
 
     #[test]

@@ -221,6 +221,33 @@ fn benches(c: &mut Criterion) {
             timed
         })
     });
+    // The runtime's own cost of a record: a host that keeps records copies
+    // them (the endpoints into one text buffer, the mock whole), which the
+    // group's first benchmark includes.
+    group.bench_function("logged, the host keeps nothing", |b| {
+        b.iter_custom(|iters| {
+            let mut timed = Duration::ZERO;
+            let mut left = iters;
+            while left > 0 {
+                let calls = left.min(LOGGED_PER_CONNECTION);
+                let mut ep =
+                    MockPair::new(&runtime, std::slice::from_ref(&ack_logger), &[], 1200, 0)
+                        .expect("pair")
+                        .client;
+                ep.conn.keep_logs = false;
+                let start = Instant::now();
+                for pn in 0..calls {
+                    ep.plugins
+                        .process_frame(&mut ep.conn, black_box(&ack), rx_ctx(pn))
+                        .expect("observe");
+                }
+                timed += start.elapsed();
+                assert_eq!(ep.conn.logged, calls);
+                left -= calls;
+            }
+            timed
+        })
+    });
     let mut spent = MockPair::new(&runtime, std::slice::from_ref(&ack_logger), &[], 1200, 0)
         .expect("pair")
         .client;

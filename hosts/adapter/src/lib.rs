@@ -51,8 +51,10 @@ const PATH_CHALLENGE: u64 = 0x1a;
 /// Bytes of a PATH_CHALLENGE frame: its type and 8 bytes of data.
 const PATH_CHALLENGE_LEN: usize = 9;
 
-/// Receives the plugins' log records (and the adapter's own warnings).
-pub type LogSink = Arc<dyn Fn(LogRecord) + Send + Sync>;
+/// Receives the plugins' log records (and the adapter's own warnings). The
+/// runtime reuses a record's strings for the plugin's next one: a sink
+/// copies what it keeps.
+pub type LogSink = Arc<dyn Fn(&LogRecord) + Send + Sync>;
 
 /// The capabilities of a host on this core: every routine and every field;
 /// writable are `sending-halted`, `congestion-window`, `ssthresh`,
@@ -285,7 +287,7 @@ struct State {
 impl State {
     fn warn(&self, message: String) {
         if let Some(log) = &self.log {
-            log(LogRecord {
+            log(&LogRecord {
                 plugin: self.adapter.into(),
                 level: abi::LogLevel::Warn,
                 message,
@@ -394,7 +396,7 @@ impl<C: StackConnection + ?Sized> corequic_runtime::HostConnection for View<'_, 
         }
     }
 
-    fn log(&mut self, record: LogRecord) {
+    fn log(&mut self, record: &LogRecord) {
         if let Some(log) = &self.st.log {
             log(record);
         }

@@ -905,7 +905,7 @@ pub type Logs = Arc<LogBook>;
 /// A log sink (for [`Attachment::log_sink`]) that keeps records in `logs`.
 pub fn log_sink(logs: &Logs) -> corequic_adapter::LogSink {
     let logs = logs.clone();
-    Arc::new(move |record| logs.push(&record))
+    Arc::new(move |record| logs.push(record))
 }
 
 impl Args {

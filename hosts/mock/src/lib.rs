@@ -267,12 +267,12 @@ impl HostConnection for MockConnection {
         }
     }
 
-    fn log(&mut self, record: LogRecord) {
+    fn log(&mut self, record: &LogRecord) {
         self.logged += 1;
         if self.keep_logs {
             self.events
                 .push(format!("log {}: {}", record.plugin, record.message));
-            self.logs.push(record);
+            self.logs.push(record.clone());
         }
     }
 }

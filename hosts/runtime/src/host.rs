@@ -80,6 +80,17 @@ pub(crate) fn truncate_log_text(text: &mut String) {
     }
 }
 
+/// Appends plugin-supplied log text to `text`, cut to
+/// [`crate::config::MAX_LOG_MESSAGE`] bytes at a UTF-8 character boundary
+/// (CQ-API-12), so that a reused string never grows past that.
+pub(crate) fn push_log_text(text: &mut String, from: &str) {
+    let mut cut = crate::config::MAX_LOG_MESSAGE.min(from.len());
+    while !from.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    text.push_str(&from[..cut]);
+}
+
 /// The connection a plugin runs on, as the stack exposes it to the runtime:
 /// field access and the few actions plugins may request. The runtime has
 /// already checked permissions, anchors and value types before calling it.
@@ -99,8 +110,9 @@ pub trait HostConnection {
     /// other frames.
     fn send_frame(&mut self, frame: Frame) -> Result<(), abi::Error>;
 
-    /// Receive a plugin's log record.
-    fn log(&mut self, record: LogRecord) {
+    /// Receive a plugin's log record. The runtime reuses the record's
+    /// strings for the plugin's next one: copy what you keep.
+    fn log(&mut self, record: &LogRecord) {
         let _ = record;
     }
 }

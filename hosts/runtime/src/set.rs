@@ -606,7 +606,7 @@ impl PluginSet {
             .find(|s| s.info.name == record.plugin)
             .and_then(|s| s.live.as_mut());
         if live.is_none_or(|l| l.store.data_mut().charge_log(&mut record)) {
-            conn.log(record);
+            conn.log(&record);
         }
     }
 

@@ -66,6 +66,10 @@ pub(crate) struct PluginState {
     pub(crate) log_budget: usize,
     /// Log records dropped because the budget was spent.
     pub(crate) logs_dropped: u64,
+    /// The record `log` fills, kept between calls so that a plugin's
+    /// records reuse its message and key strings (`None` while a call
+    /// fills it).
+    pub(crate) log_record: Option<LogRecord>,
     /// The thread's CPU time when the current call started.
     pub(crate) call_started: std::time::Duration,
     /// CPU budget of one call.
@@ -131,6 +135,7 @@ impl PluginState {
             halted_sending: false,
             log_budget: MAX_LOG_BYTES,
             logs_dropped: 0,
+            log_record: None,
             call_started: std::time::Duration::ZERO,
             call_deadline: config.call_deadline,
             over_deadline_at: None,
@@ -444,27 +449,69 @@ impl PluginState {
     pub(crate) fn log(
         &mut self,
         level: LogLevel,
-        mut message: String,
+        message: String,
         fields: Result<Vec<(String, PluginVal)>, String>,
+    ) -> Result<u64, Error> {
+        let mut record = self.take_log_record();
+        record.message = message;
+        let filled = fields.map(|fields| record.fields = fields);
+        self.log_filled(level, record, filled)
+    }
+
+    /// The record for a `log` call to fill: the one the plugin's last call
+    /// used, with its strings, or a new one.
+    pub(crate) fn take_log_record(&mut self) -> LogRecord {
+        self.log_record.take().unwrap_or_else(|| LogRecord {
+            plugin: self
+                .info
+                .as_ref()
+                .map(|i| i.name.clone())
+                .unwrap_or_default(),
+            level: LogLevel::Info,
+            message: String::new(),
+            fields: Vec::new(),
+        })
+    }
+
+    /// `log` of a `record` whose message and fields a call filled;
+    /// `filled` is `Err` when a value among the fields was not valid. The
+    /// record is kept for the plugin's next call, without its values: they
+    /// may be large (strings, bytes, frames), while its message and keys
+    /// are at most [`crate::config::MAX_LOG_MESSAGE`] bytes each.
+    pub(crate) fn log_filled(
+        &mut self,
+        level: LogLevel,
+        mut record: LogRecord,
+        filled: Result<(), String>,
+    ) -> Result<u64, Error> {
+        let result = self.pass_log_record(level, &mut record, filled);
+        // A record filled from owned strings (`log`) may hold more than it
+        // passed on.
+        record.message.shrink_to(MAX_LOG_MESSAGE);
+        record.fields.truncate(MAX_LOG_FIELDS);
+        record.fields.shrink_to(MAX_LOG_FIELDS);
+        for (key, value) in &mut record.fields {
+            key.shrink_to(MAX_LOG_MESSAGE);
+            *value = PluginVal::None;
+        }
+        self.log_record = Some(record);
+        result
+    }
+
+    fn pass_log_record(
+        &mut self,
+        level: LogLevel,
+        record: &mut LogRecord,
+        filled: Result<(), String>,
     ) -> Result<u64, Error> {
         let scope = self.scope("log", false)?;
         self.permit("log", Permission::Logging)?;
-        let fields = fields.map_err(Error::InvalidArgument)?;
-        truncate_log_text(&mut message);
-        let plugin = self
-            .info
-            .as_ref()
-            .map(|i| i.name.clone())
-            .unwrap_or_default();
-        let mut record = LogRecord {
-            plugin,
-            level,
-            message,
-            fields,
-        };
+        filled.map_err(Error::InvalidArgument)?;
+        record.level = level;
+        truncate_log_text(&mut record.message);
         // Over the budget the call still succeeds; the record is dropped and
         // counted (CQ-API-12, CQ-LIMIT-12).
-        if self.charge_log(&mut record) {
+        if self.charge_log(record) {
             // SAFETY: see `Scope`.
             unsafe { &mut *scope.conn }.log(record);
         }

@@ -762,6 +762,36 @@ fn frames_in_log_records_spend_the_budget_by_their_bytes() {
     assert_eq!(stats.logs_dropped, (320 - passed) as u64);
 }
 
+/// A plugin's records reuse the strings of its last one (the runtime fills
+/// a kept record): each record carries its own message and fields only.
+#[test]
+fn a_log_record_carries_only_its_own_message_and_fields() {
+    use corequic_runtime::abi::Frame;
+    let mut p = pair(&["test-hostile"], &[]);
+    // One record with no message and a NEW_TOKEN frame of 8 bytes, then
+    // one with a message of 5 bytes and no field.
+    for (id, len) in [(0x48_000d, 8), (0x48_000b, 5)] {
+        let result = control_repeatedly(&mut p, id, &[PluginVal::U64(1), PluginVal::U64(len)], 1);
+        assert!(result[0].is_ok(), "{result:?}");
+    }
+    let records: Vec<_> = p
+        .client
+        .conn
+        .logs
+        .iter()
+        .filter(|r| r.plugin == "hostile")
+        .collect();
+    assert_eq!(records.len(), 2, "{records:?}");
+    assert_eq!(records[0].message, "");
+    assert!(
+        matches!(&records[0].fields[..], [(key, PluginVal::Frame(Frame::NewToken(token)))] if key == "frame" && token.len() == 8),
+        "{:?}",
+        records[0].fields
+    );
+    assert_eq!(records[1].message, "xxxxx");
+    assert!(records[1].fields.is_empty(), "{:?}", records[1].fields);
+}
+
 /// Call the client's plugin-control `id` with `args` `times` times, in calls
 /// short enough for the call deadline; what each call returned.
 fn control_repeatedly(

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use wasmtime::Store;
 use wasmtime::component::{
     ComponentExportIndex, Func, HasSelf, Instance, InstancePre, Linker, Resource, TypedFunc,
+    WasmList, WasmStr,
 };
 
 #[allow(missing_docs, clippy::all)]
@@ -35,7 +36,85 @@ use generated::{Plugin, PluginPre};
 
 /// Add the 0.2 host imports to `linker`.
 pub(crate) fn add_to_linker(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
-    Plugin::add_to_linker::<PluginState, HasSelf<PluginState>>(linker, |s| s)
+    Plugin::add_to_linker::<PluginState, HasSelf<PluginState>>(linker, |s| s)?;
+    // `log` again, in place of the generated one: see `log`.
+    linker.allow_shadowing(true);
+    linker
+        .instance(&format!("core-quic:plugin/host@{}", m::ABI_VERSION))?
+        .func_wrap("log", log)?;
+    linker.allow_shadowing(false);
+    Ok(())
+}
+
+/// `log`, lifting the message and the keys straight from the plugin's
+/// memory into the strings of the plugin's reusable record. The generated
+/// binding lifts them as new strings in a new vector, converted into a
+/// third one, on every call, which a plugin that logs per packet (the ACK
+/// logger) pays per packet (docs/measurements.md). Arguments that cannot
+/// be lifted trap, as with the generated binding.
+fn log(
+    mut store: wasmtime::StoreContextMut<'_, PluginState>,
+    (level, message, fields): (t::LogLevel, WasmStr, WasmList<(WasmStr, t::PluginVal)>),
+) -> wasmtime::Result<(Result<u64, t::Error>,)> {
+    let mut record = store.data_mut().take_log_record();
+    let filled = fill_log_record(&mut store, &mut record, &message, &fields);
+    let filled = match filled {
+        Ok(filled) => filled,
+        Err(trap) => {
+            store.data_mut().log_record = Some(record);
+            return Err(trap);
+        }
+    };
+    let result = store.data_mut().log_filled(level.into(), record, filled);
+    Ok((result.map_err(Into::into),))
+}
+
+/// Fill `record` with a `log` call's message and fields (at most
+/// [`crate::config::MAX_LOG_FIELDS`], the ones after them lifted and
+/// checked, not kept); `Ok(Err(reason))` when a value is not valid.
+fn fill_log_record(
+    store: &mut wasmtime::StoreContextMut<'_, PluginState>,
+    record: &mut crate::host::LogRecord,
+    message: &WasmStr,
+    fields: &WasmList<(WasmStr, t::PluginVal)>,
+) -> wasmtime::Result<Result<(), String>> {
+    use crate::host::push_log_text;
+    record.message.clear();
+    push_log_text(&mut record.message, &message.to_str(&*store)?);
+    let mut invalid = None;
+    let mut kept = 0;
+    for i in 0..fields.len() {
+        let Some(field) = fields.get(&mut *store, i) else {
+            break;
+        };
+        let (key, value) = field?;
+        let key = key.to_str(&*store)?;
+        let value = match val_into_model(value) {
+            Ok(value) => value,
+            Err(reason) => {
+                invalid.get_or_insert(reason);
+                continue;
+            }
+        };
+        if kept == crate::config::MAX_LOG_FIELDS {
+            continue;
+        }
+        match record.fields.get_mut(kept) {
+            Some(slot) => {
+                slot.0.clear();
+                push_log_text(&mut slot.0, &key);
+                slot.1 = value;
+            }
+            None => {
+                let mut text = String::new();
+                push_log_text(&mut text, &key);
+                record.fields.push((text, value));
+            }
+        }
+        kept += 1;
+    }
+    record.fields.truncate(kept);
+    Ok(invalid.map_or(Ok(()), Err))
 }
 
 /// Declares [`Routines`], the exports of one instance as typed functions,
@@ -437,7 +516,9 @@ impl host::Host for PluginState {
         Ok(PluginState::set_field(self, field, value)?)
     }
 
-    #[inline]
+    /// Not called: the linker defines `log` with the function of that name
+    /// above, which lifts without allocating. The generated trait still
+    /// requires it.
     fn log(
         &mut self,
         level: t::LogLevel,

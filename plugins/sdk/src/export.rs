@@ -57,7 +57,18 @@ pub fn unexported_binding(manifest: &PluginManifest, exported: u32) -> Option<Ro
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __export_routine {
+    ($exported:expr, $bit:expr, $adapter:ty, $name:literal, abi::$glue:ident,
+     ($($arg:ident: $t:ty),*)) => {
+        $crate::__export_routine!(@export $exported, $bit, $name,
+            [$crate::abi::$glue::<$adapter>], ($($arg: $t),*));
+    };
     ($exported:expr, $bit:expr, $adapter:ty, $name:literal, $cabi:ident,
+     ($($arg:ident: $t:ty),*)) => {
+        $crate::__export_routine!(@export $exported, $bit, $name,
+            [$crate::bindings::exports::core_quic::plugin::routines::$cabi::<$adapter>],
+            ($($arg: $t),*));
+    };
+    (@export $exported:expr, $bit:expr, $name:literal, [$($glue:tt)*],
      ($($arg:ident: $t:ty),*)) => {
         const _: () = {
             #[unsafe(export_name = concat!("core-quic:plugin/routines@0.2.1#", $name))]
@@ -65,11 +76,7 @@ macro_rules! __export_routine {
                 if $exported & $bit != 0 {
                     // SAFETY: the host calls this export as the canonical
                     // ABI lowers it, which is what the glue expects.
-                    unsafe {
-                        $crate::bindings::exports::core_quic::plugin::routines::$cabi::<$adapter>(
-                            $($arg as _),*
-                        ) as _
-                    }
+                    unsafe { $($glue)*($($arg as _),*) as _ }
                 } else {
                     $crate::trap()
                 }
@@ -139,11 +146,20 @@ macro_rules! __export_post_return {
     ($adapter:ty, log_frame) => {
         $crate::__export_post_return!($adapter, "log-frame", __post_return_log_frame);
     };
+    (@vals $name:literal) => {
+        const _: () = {
+            #[unsafe(export_name = concat!("cabi_post_core-quic:plugin/routines@0.2.1#", $name))]
+            unsafe extern "C" fn post_return(_ret: i32) {
+                // SAFETY: called once after the export returned.
+                unsafe { $crate::abi::post_return_vals() }
+            }
+        };
+    };
     ($adapter:ty, plugin_control) => {
-        $crate::__export_post_return!($adapter, "plugin-control", __post_return_plugin_control);
+        $crate::__export_post_return!(@vals "plugin-control");
     };
     ($adapter:ty, call_routine) => {
-        $crate::__export_post_return!($adapter, "call-routine", __post_return_call_routine);
+        $crate::__export_post_return!(@vals "call-routine");
     };
     ($adapter:ty, define_transport_parameter) => {
         $crate::__export_post_return!($adapter, write_transport_parameter);
@@ -305,10 +321,10 @@ macro_rules! __export_routines {
             (a0: i64, a1: i64));
         $crate::__export_post_return!($adapter, "on-plugin-timeout", __post_return_on_plugin_timeout);
         $crate::__export_routine!($exported, $crate::__routine_export_bit!(plugin_control), $adapter,
-            "plugin-control", _export_plugin_control_cabi,
+            "plugin-control", abi::export_plugin_control,
             (a0: i64, a1: i32, a2: i32));
         $crate::__export_routine!($exported, $crate::__routine_export_bit!(call_routine), $adapter,
-            "call-routine", _export_call_routine_cabi,
+            "call-routine", abi::export_call_routine,
             (a0: i32, a1: i32, a2: i64, a3: i32, a4: i32));
     };
 }

@@ -1,6 +1,5 @@
 //! The host API, as plain functions.
 
-use alloc::string::String;
 use alloc::vec::Vec;
 
 use crate::bindings::core_quic::plugin::host as raw;
@@ -10,7 +9,7 @@ use crate::{
 
 /// Read a connection-wide field.
 pub fn get(field: FieldId) -> Result<PluginVal> {
-    raw::get_field(FieldRef {
+    crate::abi::get_field(FieldRef {
         id: field,
         space: None,
     })
@@ -18,7 +17,7 @@ pub fn get(field: FieldId) -> Result<PluginVal> {
 
 /// Read a per-space field.
 pub fn get_in(space: PnSpace, field: FieldId) -> Result<PluginVal> {
-    raw::get_field(FieldRef {
+    crate::abi::get_field(FieldRef {
         id: field,
         space: Some(space),
     })
@@ -111,11 +110,7 @@ pub fn log(level: LogLevel, message: &str, fields: &[(&str, PluginVal)]) -> Resu
     if LOG_BUDGET_SPENT.get() {
         return Ok(());
     }
-    let fields: Vec<(String, PluginVal)> = fields
-        .iter()
-        .map(|(k, v)| (String::from(*k), v.clone()))
-        .collect();
-    let left = raw::log(level, message, &fields)?;
+    let left = crate::abi::log(level, message, fields)?;
     LOG_BUDGET_SPENT.set(left == 0);
     Ok(())
 }
@@ -137,5 +132,5 @@ pub fn send_frame(frame: Frame) -> Result<()> {
 
 /// Call plugin-control `id` of another plugin of this connection.
 pub fn call_plugin_control(id: u64, args: &[PluginVal]) -> Result<Vec<PluginVal>> {
-    raw::call_plugin_control(id, args)
+    crate::abi::call_plugin_control(id, args)
 }

@@ -65,6 +65,8 @@ pub type Result<T> = core::result::Result<T, Error>;
 /// The ABI version this SDK targets (the WIT package version).
 pub const ABI_VERSION: &str = "0.2.1";
 
+#[doc(hidden)]
+pub mod abi;
 pub mod error_kind;
 pub mod export;
 pub mod field;

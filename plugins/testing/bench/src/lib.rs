@@ -16,6 +16,8 @@ pub const FRAME_MAX_DATA: u64 = 0x3f5e;
 const CONTROL_EMPTY: u64 = 0;
 const CONTROL_ARITH: u64 = 1;
 const CONTROL_INCREASE_MAX_DATA: u64 = 2;
+/// Returns its arguments (the runtime's `values` tests).
+const CONTROL_ECHO: u64 = 3;
 
 #[derive(Default)]
 struct Bench;
@@ -36,6 +38,7 @@ impl Plugin for Bench {
         .control(CONTROL_EMPTY)
         .control(CONTROL_ARITH)
         .control(CONTROL_INCREASE_MAX_DATA)
+        .control(CONTROL_ECHO)
         .reads(&[field::MAX_TX_DATA, field::MAX_RX_DATA])
         .writes(&[field::MAX_TX_DATA])
         .permission(permission::REGISTRATION)
@@ -110,6 +113,7 @@ impl Plugin for Bench {
                 host::set(field::MAX_TX_DATA, PluginVal::U64(v + 1))?;
                 Ok(Vec::new())
             }
+            (CONTROL_ECHO, _) => Ok(args),
             _ => Err(Error::not_found("unknown plugin-control id")),
         }
     }

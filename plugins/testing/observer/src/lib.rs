@@ -29,6 +29,16 @@ const HALT: u64 = 0x4f_0005;
 const TRAP: u64 = 0x4f_0006;
 /// Counts to its `u64` argument: CPU work of a predictable size.
 const SPIN: u64 = 0x4f_0007;
+/// Calls the plugin-control its first argument (`u64`) names with the
+/// other arguments and returns what that returns.
+const CALL_CONTROL: u64 = 0x4f_0008;
+/// Logs its arguments as the fields of one record, named `a`, `b`, ….
+const LOG_ARGS: u64 = 0x4f_0009;
+/// The names of LOG_ARGS's fields.
+const FIELD_NAMES: [&str; 26] = [
+    "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o", "p", "q", "r", "s",
+    "t", "u", "v", "w", "x", "y", "z",
+];
 
 #[derive(Default)]
 struct Observer {
@@ -50,6 +60,10 @@ impl Plugin for Observer {
             .control(HALT)
             .control(TRAP)
             .control(SPIN)
+            .control(CALL_CONTROL)
+            .control(LOG_ARGS)
+            .permission(permission::LOGGING)
+            .permission(permission::PLUGIN_CONTROL)
             .writes(&[field::SENDING_HALTED])
     }
 
@@ -93,6 +107,16 @@ impl Plugin for Observer {
                 while x < n {
                     x = core::hint::black_box(x + 1);
                 }
+            }
+            CALL_CONTROL => {
+                return match args.split_first() {
+                    Some((PluginVal::U64(id), rest)) => host::call_plugin_control(*id, rest),
+                    _ => Err(Error::invalid_argument("expected a control id first")),
+                };
+            }
+            LOG_ARGS => {
+                let fields: Vec<(&str, PluginVal)> = FIELD_NAMES.into_iter().zip(args).collect();
+                host::log(LogLevel::Info, "arguments", &fields)?;
             }
             _ => return Err(Error::not_found("unknown plugin-control id")),
         }

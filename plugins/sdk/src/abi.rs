@@ -23,6 +23,7 @@ use alloc::alloc::{Layout, dealloc};
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::cell::UnsafeCell;
+use core::mem::MaybeUninit;
 
 use crate::bindings::core_quic::plugin::types::{IpAddr, SocketAddr};
 use crate::bindings::exports::core_quic::plugin::routines::Guest;
@@ -44,11 +45,17 @@ struct RawField([u8; 8 + VAL_SIZE]);
 /// Room for the largest result these functions return:
 /// `result<plugin-val, error>`.
 #[repr(C, align(8))]
-struct RetArea([u8; 8 + VAL_SIZE]);
+struct RetArea(MaybeUninit<[u8; 8 + VAL_SIZE]>);
 
 impl RetArea {
+    /// Room the host writes a result into (not initialised: the host writes
+    /// what is read).
     fn new() -> RetArea {
-        RetArea([0; 8 + VAL_SIZE])
+        RetArea(MaybeUninit::uninit())
+    }
+
+    fn ptr(&mut self) -> *mut u8 {
+        self.0.as_mut_ptr().cast()
     }
 }
 
@@ -276,8 +283,8 @@ unsafe fn lift_error(p: *const u8) -> Error {
 
 /// Lift the `result<T, error>` at `ret`, with `ok` lifting T from its
 /// payload.
-unsafe fn lift_result<T>(ret: &RetArea, ok: impl FnOnce(*const u8) -> T) -> Result<T> {
-    let p = ret.0.as_ptr();
+unsafe fn lift_result<T>(ret: &mut RetArea, ok: impl FnOnce(*const u8) -> T) -> Result<T> {
+    let p = ret.ptr().cast_const();
     // SAFETY: the host wrote a result at `ret`; its payload is at 8.
     unsafe {
         match *p {
@@ -326,8 +333,8 @@ pub(crate) fn get_field(field: FieldRef) -> Result<PluginVal> {
     // SAFETY: the signature is the canonical ABI's for get-field, and `ret`
     // has room for its result.
     unsafe {
-        get_field_import(field.id, has_space, space, ret.0.as_mut_ptr());
-        lift_result(&ret, |p| lift_val(p))
+        get_field_import(field.id, has_space, space, ret.ptr());
+        lift_result(&mut ret, |p| lift_val(p))
     }
 }
 
@@ -355,9 +362,9 @@ pub(crate) fn log(level: LogLevel, message: &str, fields: &[(&str, PluginVal)]) 
             message.len(),
             raw.as_ptr().cast(),
             raw.len(),
-            ret.0.as_mut_ptr(),
+            ret.ptr(),
         );
-        lift_result(&ret, |p| read::<u64>(p))
+        lift_result(&mut ret, |p| read::<u64>(p))
     }
 }
 
@@ -368,8 +375,8 @@ pub(crate) fn call_plugin_control(id: u64, args: &[PluginVal]) -> Result<Vec<Plu
     // SAFETY: the signature is the canonical ABI's for
     // call-plugin-control; `args` lives until the call returns.
     unsafe {
-        call_plugin_control_import(id, raw.as_ptr().cast(), raw.len(), ret.0.as_mut_ptr());
-        lift_result(&ret, |p| {
+        call_plugin_control_import(id, raw.as_ptr().cast(), raw.len(), ret.ptr());
+        lift_result(&mut ret, |p| {
             lift_vals(
                 read::<u32>(p) as usize as *mut u8,
                 read::<u32>(p.add(4)) as usize,
@@ -392,7 +399,7 @@ unsafe impl Sync for Returned {}
 static RETURNED: Returned = Returned {
     result: UnsafeCell::new(None),
     lowered: UnsafeCell::new(Vec::new()),
-    area: UnsafeCell::new(RetArea([0; 8 + VAL_SIZE])),
+    area: UnsafeCell::new(RetArea(MaybeUninit::zeroed())),
 };
 
 /// Lower what an export returns into the return area, keeping it until the
@@ -401,7 +408,7 @@ fn return_vals(result: Result<Vec<PluginVal>>) -> *mut u8 {
     // SAFETY: the host calls one export at a time and the post-return
     // function before the next, so nothing else uses RETURNED now.
     unsafe {
-        let ret = (*RETURNED.area.get()).0.as_mut_ptr();
+        let ret = (*RETURNED.area.get()).ptr();
         match &result {
             Ok(values) => {
                 let lowered = lower_vals(values);

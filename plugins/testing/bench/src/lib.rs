@@ -2,7 +2,8 @@
 //! like pluginop's): an empty plugin-control (run and return), two inputs and
 //! four outputs (input outputs), a field read-modify-write (increase max
 //! data), and a MAX_DATA-like extension frame sent and received through the
-//! full Algorithm 1 (max-data send and receive).
+//! full Algorithm 1 (max-data send and receive). A control that returns its
+//! arguments serves the runtime's `values` tests.
 
 #![cfg_attr(target_arch = "wasm32", no_std)]
 

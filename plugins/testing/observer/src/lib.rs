@@ -5,7 +5,9 @@
 //! client receives the STREAM frames of its download (it may receive no
 //! ACK at all once its request is acknowledged). Its faults must leave the
 //! connection running. Through plugin-control it can also halt sending and
-//! trap at once, to show that its removal releases the halt.
+//! trap at once, to show that its removal releases the halt, and it can
+//! call another plugin's control or log its arguments, which the runtime's
+//! `values` tests use to pass every kind of value through the SDK's glue.
 
 #![cfg_attr(target_arch = "wasm32", no_std)]
 

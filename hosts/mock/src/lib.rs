@@ -165,6 +165,11 @@ impl MockConnection {
             .filter(|r| r.plugin == plugin && message.is_none_or(|m| r.message == m))
             .count()
     }
+
+    /// The log records `plugin` emitted, in order.
+    pub fn logs_of(&self, plugin: &str) -> Vec<&LogRecord> {
+        self.logs.iter().filter(|r| r.plugin == plugin).collect()
+    }
 }
 
 fn opt(v: Option<u64>) -> PluginVal {

@@ -774,13 +774,7 @@ fn a_log_record_carries_only_its_own_message_and_fields() {
         let result = control_repeatedly(&mut p, id, &[PluginVal::U64(1), PluginVal::U64(len)], 1);
         assert!(result[0].is_ok(), "{result:?}");
     }
-    let records: Vec<_> = p
-        .client
-        .conn
-        .logs
-        .iter()
-        .filter(|r| r.plugin == "hostile")
-        .collect();
+    let records = p.client.conn.logs_of("hostile");
     assert_eq!(records.len(), 2, "{records:?}");
     assert_eq!(records[0].message, "");
     assert!(

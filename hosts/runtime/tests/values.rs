@@ -120,13 +120,7 @@ fn every_value_case_is_logged_as_sent() {
         .plugins
         .plugin_control(&mut p.client.conn, OBSERVER_LOG_ARGS, &values);
     assert_eq!(back.expect("the record is sent"), Vec::new());
-    let records: Vec<_> = p
-        .client
-        .conn
-        .logs
-        .iter()
-        .filter(|r| r.plugin == "observer")
-        .collect();
+    let records = p.client.conn.logs_of("observer");
     assert_eq!(records.len(), 1, "{records:?}");
     assert_eq!(records[0].message, "arguments");
     let names: Vec<_> = records[0].fields.iter().map(|(k, _)| k.as_str()).collect();

@@ -71,24 +71,26 @@ fn frame_log_bytes(frame: &abi::Frame) -> usize {
 /// Cuts plugin-supplied log text to [`crate::config::MAX_LOG_MESSAGE`]
 /// bytes at a UTF-8 character boundary (CQ-API-12).
 pub(crate) fn truncate_log_text(text: &mut String) {
-    let mut cut = crate::config::MAX_LOG_MESSAGE;
-    if text.len() > cut {
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        text.truncate(cut);
-    }
+    let kept = log_text_prefix(text).len();
+    text.truncate(kept);
 }
 
-/// Appends plugin-supplied log text to `text`, cut to
-/// [`crate::config::MAX_LOG_MESSAGE`] bytes at a UTF-8 character boundary
-/// (CQ-API-12), so that a reused string never grows past that.
+/// Appends plugin-supplied log text to `text`, cut as
+/// [`truncate_log_text`] cuts it, so that a reused string never grows past
+/// [`crate::config::MAX_LOG_MESSAGE`] bytes.
 pub(crate) fn push_log_text(text: &mut String, from: &str) {
-    let mut cut = crate::config::MAX_LOG_MESSAGE.min(from.len());
-    while !from.is_char_boundary(cut) {
+    text.push_str(log_text_prefix(from));
+}
+
+/// The longest prefix of `text` of at most
+/// [`crate::config::MAX_LOG_MESSAGE`] bytes that ends at a character
+/// boundary.
+fn log_text_prefix(text: &str) -> &str {
+    let mut cut = crate::config::MAX_LOG_MESSAGE.min(text.len());
+    while !text.is_char_boundary(cut) {
         cut -= 1;
     }
-    text.push_str(&from[..cut]);
+    &text[..cut]
 }
 
 /// The connection a plugin runs on, as the stack exposes it to the runtime:

@@ -8,6 +8,7 @@
 mod common;
 
 use common::pair;
+use corequic_mock::MockPair;
 use corequic_runtime::RoutineError;
 use corequic_runtime::abi::{
     Error, Frame, IpAddr, NewConnectionIdFrame, PacketType, PluginVal, PnSpace, SocketAddr,
@@ -20,6 +21,13 @@ const BENCH_ECHO: u64 = 3;
 const OBSERVER_CALL_CONTROL: u64 = 0x4f_0008;
 /// test-observer: logs its arguments as the fields of one record.
 const OBSERVER_LOG_ARGS: u64 = 0x4f_0009;
+
+/// Call the client's plugin-control `id` with `args`.
+fn control(p: &mut MockPair, id: u64, args: &[PluginVal]) -> Result<Vec<PluginVal>, RoutineError> {
+    p.client
+        .plugins
+        .plugin_control(&mut p.client.conn, id, args)
+}
 
 /// Each case of `plugin-val`, with the edges of its payload.
 fn every_case() -> Vec<PluginVal> {
@@ -63,16 +71,10 @@ fn every_case() -> Vec<PluginVal> {
 fn every_value_case_comes_back_from_a_control_unchanged() {
     let mut p = pair(&["test-bench"], &[]);
     let values = every_case();
-    let back = p
-        .client
-        .plugins
-        .plugin_control(&mut p.client.conn, BENCH_ECHO, &values);
+    let back = control(&mut p, BENCH_ECHO, &values);
     assert_eq!(back.expect("the echo answers"), values);
     // Nothing at all is a list too.
-    let back = p
-        .client
-        .plugins
-        .plugin_control(&mut p.client.conn, BENCH_ECHO, &[]);
+    let back = control(&mut p, BENCH_ECHO, &[]);
     assert_eq!(back.expect("the echo answers"), Vec::new());
 }
 
@@ -82,10 +84,7 @@ fn every_value_case_reaches_another_plugins_control_and_comes_back() {
     let values = every_case();
     let mut args = vec![PluginVal::U64(BENCH_ECHO)];
     args.extend(values.iter().cloned());
-    let back = p
-        .client
-        .plugins
-        .plugin_control(&mut p.client.conn, OBSERVER_CALL_CONTROL, &args);
+    let back = control(&mut p, OBSERVER_CALL_CONTROL, &args);
     assert_eq!(back.expect("both controls answer"), values);
 }
 
@@ -94,8 +93,8 @@ fn a_control_that_fails_returns_its_error_through_another_plugin() {
     let mut p = pair(&["test-bench", "test-observer"], &[]);
     // test-bench has no control 0x99: the host says `not-found`, and the
     // observer returns that error as its own.
-    let back = p.client.plugins.plugin_control(
-        &mut p.client.conn,
+    let back = control(
+        &mut p,
         OBSERVER_CALL_CONTROL,
         &[PluginVal::U64(0x99), PluginVal::U64(1)],
     );
@@ -115,10 +114,7 @@ fn a_control_that_fails_returns_its_error_through_another_plugin() {
 fn every_value_case_is_logged_as_sent() {
     let mut p = pair(&["test-observer"], &[]);
     let values = every_case();
-    let back = p
-        .client
-        .plugins
-        .plugin_control(&mut p.client.conn, OBSERVER_LOG_ARGS, &values);
+    let back = control(&mut p, OBSERVER_LOG_ARGS, &values);
     assert_eq!(back.expect("the record is sent"), Vec::new());
     let records = p.client.conn.logs_of("observer");
     assert_eq!(records.len(), 1, "{records:?}");

@@ -49,30 +49,9 @@ struct Names {
 const PREAMBLE: usize = 8;
 
 impl Names {
-    /// The next short name: `a` to `z`, then `ba`, `bb`, … (letters only,
-    /// so that it is also a valid kebab-case component name).
-    fn next(&mut self) -> String {
-        let mut n = self.issued;
-        self.issued += 1;
-        let mut name = Vec::new();
-        loop {
-            name.push(b'a' + (n % 26) as u8);
-            n /= 26;
-            if n == 0 {
-                break;
-            }
-        }
-        name.reverse();
-        String::from_utf8(name).expect("ASCII letters")
-    }
-
+    /// The short name of core-level name `old`.
     fn core(&mut self, old: &str) -> String {
-        if let Some(new) = self.core.get(old) {
-            return new.clone();
-        }
-        let new = self.next();
-        self.core.insert(old.to_owned(), new.clone());
-        new
+        short_name(&mut self.core, &mut self.issued, old)
     }
 
     /// The new name of a nested component's import `old`, or `old` when no
@@ -182,15 +161,11 @@ impl Names {
                             section.import(import.name, ty);
                             continue;
                         }
-                        let old = import.name.name;
-                        let new = match self.nested_imports.get(old) {
-                            Some(new) => new.clone(),
-                            None => {
-                                let new = self.next();
-                                self.nested_imports.insert(old.to_owned(), new.clone());
-                                new
-                            }
-                        };
+                        let new = short_name(
+                            &mut self.nested_imports,
+                            &mut self.issued,
+                            import.name.name,
+                        );
                         section.import(new.as_str(), ty);
                     }
                     put(&mut out, 10, &section);
@@ -237,6 +212,30 @@ impl Names {
         }
         Ok(out)
     }
+}
+
+/// The new name of `old` in `names`; a name not renamed yet gets the next
+/// short one: `a` to `z`, then `ba`, `bb`, … (letters only, so that it is
+/// also a valid kebab-case component name). `issued` counts the names
+/// handed out.
+fn short_name(names: &mut HashMap<String, String>, issued: &mut usize, old: &str) -> String {
+    if let Some(new) = names.get(old) {
+        return new.clone();
+    }
+    let mut n = *issued;
+    *issued += 1;
+    let mut name = Vec::new();
+    loop {
+        name.push(b'a' + (n % 26) as u8);
+        n /= 26;
+        if n == 0 {
+            break;
+        }
+    }
+    name.reverse();
+    let new = String::from_utf8(name).expect("ASCII letters");
+    names.insert(old.to_owned(), new.clone());
+    new
 }
 
 fn header(bytes: &[u8]) -> Result<&[u8]> {

@@ -7,7 +7,9 @@ use corequic_interop::browser::{
 use corequic_interop::cases::{Matrix, TESTS};
 use corequic_interop::execute::Environment;
 use corequic_interop::hosts::{Host, answers_unsupported, parse_hosts, select_hosts};
-use corequic_interop::perf::{PerfLink, PerfRun, markdown as perf_markdown, run_perf};
+use corequic_interop::perf::{
+    PERF_PLUGINS, PerfLink, PerfRun, markdown as perf_markdown, run_perf,
+};
 use corequic_interop::runner::{
     MatrixRun, default_out, missing_required, now_rfc3339, parse_required, run_matrix,
     summarize_hosts,
@@ -21,6 +23,7 @@ usage: interop-runner [options]            run the matrix
        interop-runner check-report DIR [--chromium BIN]
        interop-runner perf [--hosts a,b] [--links loopback,1gbit] [--runs N] [--size BYTES]
                            [--bin-dir DIR] [--plugin-dir DIR] [--out DIR] [--markdown FILE]
+                           [--plugins a,b]   (default probe,bdp,dummy,ack-logger)
 options:
   --matrix reduced|default|paper   sizes, links and repetitions (default: default)
   --hosts a,b                      hosts to pair (default: every host in the hosts
@@ -322,6 +325,7 @@ fn perf(args: &[String]) -> Result<bool, String> {
     let mut plugin_dir = PathBuf::from("build/plugins");
     let mut out = PathBuf::from("target/interop/perf");
     let mut markdown_file = None;
+    let mut plugins: Vec<String> = PERF_PLUGINS.iter().map(|p| p.to_string()).collect();
     let mut it = args.iter();
     let number = |flag: &str, v: String| {
         v.parse::<u64>()
@@ -346,11 +350,24 @@ fn perf(args: &[String]) -> Result<bool, String> {
             "--plugin-dir" => plugin_dir = value()?.into(),
             "--out" => out = value()?.into(),
             "--markdown" => markdown_file = Some(PathBuf::from(value()?)),
+            "--plugins" => plugins = list(&value()?),
             other => return Err(format!("unknown option `{other}`\n{USAGE}")),
         }
     }
+    if plugins.is_empty() {
+        return Err(format!("--plugins: name at least one plugin\n{USAGE}"));
+    }
     let hosts = load_hosts(&hosts_file, &bin_dir, hosts_filter.as_deref())?;
     let plugin_dir = plugin_folder(&plugin_dir)?;
+    if let Some(missing) = plugins
+        .iter()
+        .find(|p| !plugin_dir.join(format!("{p}.wasm")).is_file())
+    {
+        return Err(format!(
+            "--plugins: no {missing}.wasm in {} (run `make plugins`)",
+            plugin_dir.display()
+        ));
+    }
     let _ = std::fs::remove_dir_all(&out);
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
     let spec = PerfRun {
@@ -358,6 +375,7 @@ fn perf(args: &[String]) -> Result<bool, String> {
         links,
         runs,
         size,
+        plugins: plugins.clone(),
         env: Environment { plugin_dir },
         out: out.clone(),
     };
@@ -365,7 +383,7 @@ fn perf(args: &[String]) -> Result<bool, String> {
     let json = serde_json::to_string_pretty(&cells).map_err(|e| e.to_string())?;
     let results = out.join("perf.json");
     std::fs::write(&results, json).map_err(|e| format!("{}: {e}", results.display()))?;
-    let table = perf_markdown(&cells, runs, size);
+    let table = perf_markdown(&cells, runs, size, &plugins);
     if let Some(path) = markdown_file {
         std::fs::write(&path, &table).map_err(|e| format!("{}: {e}", path.display()))?;
     }

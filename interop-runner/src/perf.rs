@@ -15,7 +15,8 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// The plugins loaded on both sides in the "plugins" mode.
+/// The plugins loaded on both sides in the "plugins" mode, unless
+/// [`PerfRun::plugins`] names others.
 pub const PERF_PLUGINS: &[&str] = &["probe", "bdp", "dummy", "ack-logger"];
 
 /// The paths a measurement runs over.
@@ -76,6 +77,9 @@ pub struct PerfRun {
     pub runs: usize,
     /// Bytes the client downloads in each run.
     pub size: u64,
+    /// The plugins loaded on both sides in the "plugins" mode (by default
+    /// [`PERF_PLUGINS`]; one of them alone shows what it costs).
+    pub plugins: Vec<String>,
     /// Plugins and their folder.
     pub env: Environment,
     /// The results folder (every run's stats and logs).
@@ -118,7 +122,7 @@ pub struct PerfCell {
     pub link: PerfLink,
     /// Without plugins.
     pub without: ModeFigures,
-    /// With [`PERF_PLUGINS`] on both sides.
+    /// With [`PerfRun::plugins`] on both sides.
     pub with: ModeFigures,
 }
 
@@ -243,12 +247,13 @@ pub fn run_perf(spec_run: &PerfRun) -> Vec<PerfCell> {
                     without: ModeFigures::default(),
                     with: ModeFigures::default(),
                 };
+                let plugins: Vec<&str> = spec_run.plugins.iter().map(String::as_str).collect();
                 for i in 0..spec_run.runs {
                     // Alternate which mode goes first.
                     let modes: [(&str, &[&str]); 2] = if i % 2 == 0 {
-                        [("without", &[]), ("with", PERF_PLUGINS)]
+                        [("without", &[]), ("with", &plugins)]
                     } else {
-                        [("with", PERF_PLUGINS), ("without", &[])]
+                        [("with", &plugins), ("without", &[])]
                     };
                     for (mode, plugins) in modes {
                         let label = format!("{mode}-{i}");
@@ -292,14 +297,14 @@ pub fn run_perf(spec_run: &PerfRun) -> Vec<PerfCell> {
 }
 
 /// The results as a Markdown table, one row per pair and path.
-pub fn markdown(cells: &[PerfCell], runs: usize, size: u64) -> String {
+pub fn markdown(cells: &[PerfCell], runs: usize, size: u64, plugins: &[String]) -> String {
     let mut out = format!(
         "Bulk download of {size} bytes, {runs} runs per mode alternated; goodput in Mbit/s \
          as median (first–third quartile); plugins: {} on both sides; the ratio's 95 % \
          interval by percentile bootstrap over the runs.\n\n\
          | link | server | client | without plugins | with plugins | ratio of medians | 95 % interval |\n\
          |---|---|---|---|---|---|---|\n",
-        PERF_PLUGINS.join(", ")
+        plugins.join(", ")
     );
     let figures = |m: &ModeFigures| match m.quartiles() {
         Some((median, q1, q3)) => {
@@ -353,6 +358,10 @@ pub const GOODPUT_GOAL: f64 = 0.97;
 mod tests {
     use super::*;
 
+    fn default_plugins() -> Vec<String> {
+        PERF_PLUGINS.iter().map(|p| p.to_string()).collect()
+    }
+
     #[test]
     fn quantiles_interpolate_between_ranks() {
         let v = [1.0, 2.0, 3.0, 4.0];
@@ -380,7 +389,7 @@ mod tests {
             },
         };
         assert_eq!(cell.ratio(), Some(185.0 / 200.0));
-        let table = markdown(&[cell], 3, 1000);
+        let table = markdown(&[cell], 3, 1000, &default_plugins());
         assert!(
             table.contains(
                 "| loopback | a | b | 200 (150–250) | 185 (182–188), 1 failed | 92.5 % | "
@@ -441,7 +450,7 @@ mod tests {
             vec![90.0, 110.0, 100.0, 95.0, 105.0],
             vec![85.0, 110.0, 97.0, 92.0, 103.0],
         );
-        let table = markdown(&[met, missed, open], 5, 1000);
+        let table = markdown(&[met, missed, open], 5, 1000, &default_plugins());
         assert!(table.contains("| 99.0 % | 99.0–99.0 % |"), "{table}");
         assert!(
             table.contains("Against the 97 % goal: 1 of 3 cells have their whole interval at or above it, 1 below it, 1 hold it within their interval."),

@@ -29,7 +29,7 @@ C_FLAGS := --target=wasm32-wasi -Oz -std=c11 -Wall -Wextra -Werror -I$(C_BINDING
 # import may remain, since plugins import only the host interface.
 C_LINK_FLAGS := -mexec-model=reactor -nostartfiles -Wl,--no-entry -Wl,--strip-all -Wl,--gc-sections
 # Host-side packages (everything but the wasm plugin crates).
-HOST_PACKAGES := -p corequic-runtime -p corequic-mock -p corequic-sdk -p xtask -p corequic-adapter -p corequic-endpoint -p corequic-quinn -p corequic-quinn-endpoint -p corequic-quiche -p corequic-quiche-endpoint -p corequic-s2n -p corequic-s2n-endpoint -p corequic-neqo -p corequic-neqo-endpoint -p corequic-contract -p corequic-interop -p corequic-conformance -p corequic-book -p corequic-registry -p corequic-cli
+HOST_PACKAGES := -p corequic-runtime -p corequic-mock -p corequic-sdk -p xtask -p corequic-adapter -p corequic-endpoint -p corequic-quinn -p corequic-quinn-endpoint -p corequic-quiche -p corequic-quiche-endpoint -p corequic-s2n -p corequic-s2n-endpoint -p corequic-s2n-extension -p corequic-neqo -p corequic-neqo-endpoint -p corequic-contract -p corequic-interop -p corequic-conformance -p corequic-book -p corequic-registry -p corequic-cli
 
 .PHONY: all setup patches corequic-tool plugin-check patch-check neqo-source test-upstream plugins c-plugins wit-doc check-wit-doc fmt-check lint test bench bench-pluginop demo interop interop-build interop-test conformance conformance-claims chaos fuzz paper perf scale browser sizes docs docs-check check-registry clean
 
@@ -94,6 +94,8 @@ test-upstream: setup patches
 	rm -rf $(S2N_UPSTREAM) && mkdir -p $(S2N_UPSTREAM)/quic
 	cp -r $(PATCHED)/s2n-quic-core $(S2N_UPSTREAM)/quic/s2n-quic-core
 	cp -r $(PATCHED)/s2n-quic-transport $(S2N_UPSTREAM)/quic/s2n-quic-transport
+	@# The copy is one folder deeper: its path to the extension crate is too.
+	sed -i 's|path = "../../../hosts/|path = "../../../../hosts/|' $(S2N_UPSTREAM)/quic/s2n-quic-transport/Cargo.toml
 	printf '[workspace]\nresolver = "2"\nmembers = ["quic/s2n-quic-core", "quic/s2n-quic-transport"]\n\n[patch.crates-io]\ns2n-quic-core = { path = "quic/s2n-quic-core" }\n' > $(S2N_UPSTREAM)/Cargo.toml
 	cd $(S2N_UPSTREAM) && $(CARGO) test -q --lib --target-dir $(abspath $(TARGET_DIR)) -p s2n-quic-transport --features s2n-quic-core/testing
 	cd $(S2N_UPSTREAM) && $(CARGO) test -q --lib --target-dir $(abspath $(TARGET_DIR)) -p s2n-quic-core --features testing recovery::

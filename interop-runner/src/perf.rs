@@ -415,6 +415,26 @@ mod tests {
     }
 
     #[test]
+    fn the_table_names_the_plugins_measured() {
+        let one = cell(vec![100.0], vec![90.0]);
+        let table = markdown(
+            std::slice::from_ref(&one),
+            1,
+            1000,
+            &["ack-logger".to_string()],
+        );
+        assert!(
+            table.contains("plugins: ack-logger on both sides"),
+            "{table}"
+        );
+        let table = markdown(&[one], 1, 1000, &default_plugins());
+        assert!(
+            table.contains("plugins: probe, bdp, dummy, ack-logger on both sides"),
+            "{table}"
+        );
+    }
+
+    #[test]
     fn the_interval_holds_the_ratio_and_widens_with_the_spread() {
         let tight = cell(
             vec![1000.0, 1001.0, 999.0, 1000.5, 999.5, 1000.0],

@@ -11,8 +11,7 @@ pub struct RuntimeConfig {
     /// checked at each epoch tick once half this much wall time has passed.
     pub call_deadline: Duration,
     /// Period of the epoch ticker that wakes the `call_deadline` check
-    /// while checks run; otherwise the ticker wakes every five periods
-    /// while calls start, and sleeps until the next call when none does.
+    /// while checks run; otherwise the ticker wakes every five periods.
     pub epoch_tick: Duration,
     /// Maximum linear memory of one plugin instance, in bytes.
     pub max_memory_bytes: usize,

@@ -26,57 +26,37 @@ use wasmtime::{Engine, Store, UpdateDeadline};
 
 use crate::state::PluginState;
 
-/// How many ticks the ticker sleeps while calls start but no deadline
-/// check runs: it then wakes 200 times a second instead of 1,000 (each
-/// wake-up costs a timer interrupt and two context switches, on a machine
-/// whose cores run the stack). The epochs count the wall time of the whole
-/// sleep, and a call's first check comes after half its deadline
-/// (`Runtime::deadline_ticks`): within 10 ms even if the ticker idled, and
-/// every tick from then on, so the check that finds a call past its budget
-/// is still a tick apart from the one that interrupts it.
+/// How many ticks the ticker sleeps while no deadline check runs: it then
+/// wakes 200 times a second instead of 1,000 (each wake-up costs a timer
+/// interrupt and two context switches, on a machine whose cores run the
+/// stack). The epochs count the wall time of the whole sleep, and a call's
+/// first check comes after half its deadline (`Runtime::deadline_ticks`):
+/// within 10 ms even if the ticker idled, and every tick from then on, so
+/// the check that finds a call past its budget is still a tick apart from
+/// the one that interrupts it.
 const IDLE_TICKS: u32 = 5;
 
-/// What the calls and the ticker tell each other.
-struct Signals {
-    /// A deadline check ran since the ticker last looked.
-    checking: AtomicBool,
-    /// A call started since the ticker last looked.
-    calling: AtomicBool,
-    /// The ticker sleeps until a call starts or a check runs.
-    asleep: AtomicBool,
-}
-
-/// How a runtime's calls and deadline checks reach its epoch ticker.
-///
-/// While no call starts for a whole idle period the ticker sleeps without
-/// a timeout, so that a process whose plugins are not called does not wake
-/// 200 times a second (on a 2-core machine those wake-ups cost a CPU-bound
-/// endpoint a measurable share of its goodput, docs/measurements.md). A
-/// call then pays one shared load; the first call of an idle period also
-/// one store, and the first after the ticker fell asleep wakes it.
+/// How a runtime's deadline checks reach its epoch ticker. Only the checks
+/// use it, so a call that returns before its first check writes nothing
+/// shared.
 #[derive(Clone)]
 pub(crate) struct Ticker {
-    signals: Arc<Signals>,
+    /// A check ran since the ticker last looked.
+    checking: Arc<AtomicBool>,
     thread: Thread,
 }
 
 impl Ticker {
     /// Start the epoch ticker of `engine`, until `stop`: one epoch per
-    /// `tick` of wall time, at every tick while deadline checks run, every
-    /// [`IDLE_TICKS`] ticks while calls start, and none while no call
-    /// starts. `nudge` is the most ticks a call waits for its first check.
+    /// `tick` of wall time, at every tick while deadline checks run and
+    /// every [`IDLE_TICKS`] ticks otherwise.
     pub(crate) fn start(
         engine: Engine,
         tick: Duration,
-        nudge: u64,
         stop: Arc<AtomicBool>,
     ) -> std::io::Result<Ticker> {
-        let signals = Arc::new(Signals {
-            checking: AtomicBool::new(false),
-            calling: AtomicBool::new(false),
-            asleep: AtomicBool::new(false),
-        });
-        let seen = signals.clone();
+        let checking = Arc::new(AtomicBool::new(false));
+        let seen = checking.clone();
         let thread = std::thread::Builder::new()
             .name("corequic-epoch".into())
             .spawn(move || {
@@ -86,35 +66,10 @@ impl Ticker {
                 while !stop.load(Ordering::Relaxed) {
                     // Every tick until an idle period passes without a check:
                     // a check may come just after this look.
-                    if seen.checking.swap(false, Ordering::Relaxed) {
+                    if seen.swap(false, Ordering::Relaxed) {
                         last_check = Some(Instant::now());
                     }
                     let fast = last_check.is_some_and(|at| at.elapsed() < idle);
-                    if !fast && !seen.calling.swap(false, Ordering::SeqCst) {
-                        // No call started for an idle period. A call still
-                        // running started before it: every call has its first
-                        // check once the epoch moves `nudge` ticks on, and
-                        // that check wakes the ticker.
-                        for _ in 0..nudge {
-                            engine.increment_epoch();
-                        }
-                        seen.asleep.store(true, Ordering::SeqCst);
-                        // A call that started after the swap either sees
-                        // `asleep` and wakes the ticker, or is seen here.
-                        if !seen.calling.load(Ordering::SeqCst) {
-                            while seen.asleep.load(Ordering::SeqCst)
-                                && !stop.load(Ordering::Relaxed)
-                            {
-                                std::thread::park();
-                            }
-                        }
-                        seen.asleep.store(false, Ordering::SeqCst);
-                        // No call ran while the ticker slept: the epochs
-                        // count from the call or check that woke it, which
-                        // the next look sees.
-                        counted = Instant::now();
-                        continue;
-                    }
                     std::thread::park_timeout(if fast { tick } else { idle });
                     // Woken early by a check, no tick may have passed yet.
                     let ticks = counted.elapsed().as_nanos() / tick.as_nanos();
@@ -126,43 +81,13 @@ impl Ticker {
             })?
             .thread()
             .clone();
-        Ok(Ticker { signals, thread })
-    }
-
-    /// A call starts: the ticker must be awake and count it.
-    #[inline]
-    fn call_started(&self) {
-        // A load per call; the store only once per ticker period.
-        if !self.signals.calling.load(Ordering::SeqCst) {
-            self.signals.calling.store(true, Ordering::SeqCst);
-            self.wake();
-        }
+        Ok(Ticker { checking, thread })
     }
 
     /// A check ran: tick every period from now on, starting at once.
     fn checked(&self) {
-        self.signals.checking.store(true, Ordering::Relaxed);
-        self.signals.asleep.store(false, Ordering::SeqCst);
+        self.checking.store(true, Ordering::Relaxed);
         self.thread.unpark();
-    }
-
-    /// Wake the ticker if it sleeps.
-    fn wake(&self) {
-        if self.signals.asleep.swap(false, Ordering::SeqCst) {
-            self.thread.unpark();
-        }
-    }
-
-    /// Let the ticker see its stop flag now, asleep or not.
-    pub(crate) fn stop(&self) {
-        self.signals.asleep.store(false, Ordering::SeqCst);
-        self.thread.unpark();
-    }
-
-    /// Whether the ticker sleeps until the next call.
-    #[cfg(test)]
-    fn is_asleep(&self) -> bool {
-        self.signals.asleep.load(Ordering::SeqCst)
     }
 }
 
@@ -202,7 +127,7 @@ fn fallback_clock() -> Duration {
 /// earlier check saw that (see the module docs); otherwise it looks again
 /// one tick later.
 pub(crate) fn install(store: &mut Store<PluginState>, ticks: u64, ticker: &Ticker) {
-    start_call(store, ticks, ticker);
+    start_call(store, ticks);
     let ticker = ticker.clone();
     store.epoch_deadline_callback(move |mut state| {
         ticker.checked();
@@ -288,8 +213,7 @@ fn call_start_cpu_time(tick: Duration) -> Duration {
 }
 
 /// Start the clock of a new call on a store set up by [`install`].
-pub(crate) fn start_call(store: &mut Store<PluginState>, ticks: u64, ticker: &Ticker) {
-    ticker.call_started();
+pub(crate) fn start_call(store: &mut Store<PluginState>, ticks: u64) {
     let data = store.data_mut();
     data.call_started = call_start_cpu_time(data.call_tick);
     data.over_deadline_at = None;
@@ -377,121 +301,6 @@ mod tests {
             check(Duration::ZERO, None, short - MS / 10, 10 * MS, MS),
             Check::Within
         );
-    }
-
-    /// Wait, yielding, until the ticker has fallen asleep; false if it has
-    /// not within `bound`.
-    fn falls_asleep(ticker: &Ticker, bound: Duration) -> bool {
-        let start = Instant::now();
-        while !ticker.is_asleep() {
-            if start.elapsed() > bound {
-                return false;
-            }
-            std::thread::yield_now();
-        }
-        true
-    }
-
-    fn epoch_engine() -> Engine {
-        let mut config = wasmtime::Config::new();
-        config.epoch_interruption(true);
-        Engine::new(&config).expect("engine")
-    }
-
-    #[test]
-    fn the_ticker_sleeps_while_no_call_starts_and_a_call_wakes_it() {
-        let stop = Arc::new(AtomicBool::new(false));
-        let ticker = Ticker::start(epoch_engine(), MS, 5, stop.clone()).expect("ticker");
-        assert!(falls_asleep(&ticker, Duration::from_secs(10)));
-        ticker.call_started();
-        assert!(!ticker.is_asleep(), "a call wakes the ticker");
-        // Calls that keep starting keep it awake; without them it sleeps
-        // again.
-        assert!(falls_asleep(&ticker, Duration::from_secs(10)));
-        stop.store(true, Ordering::Relaxed);
-        ticker.stop();
-    }
-
-    /// A core module exporting `spin`, a loop that never ends.
-    fn spin_module(engine: &Engine) -> wasmtime::Module {
-        use wasm_encoder::{
-            BlockType, CodeSection, ExportKind, ExportSection, Function, FunctionSection,
-            Instruction, Module, TypeSection,
-        };
-        let mut types = TypeSection::new();
-        types.ty().function([], []);
-        let mut functions = FunctionSection::new();
-        functions.function(0);
-        let mut exports = ExportSection::new();
-        exports.export("spin", ExportKind::Func, 0);
-        let mut body = Function::new([]);
-        body.instruction(&Instruction::Loop(BlockType::Empty))
-            .instruction(&Instruction::Br(0))
-            .instruction(&Instruction::End)
-            .instruction(&Instruction::End);
-        let mut code = CodeSection::new();
-        code.function(&body);
-        let mut module = Module::new();
-        module
-            .section(&types)
-            .section(&functions)
-            .section(&exports)
-            .section(&code);
-        wasmtime::Module::new(engine, module.finish()).expect("spin module")
-    }
-
-    #[test]
-    fn a_loop_is_interrupted_whether_the_ticker_slept_or_not() {
-        let engine = epoch_engine();
-        let stop = Arc::new(AtomicBool::new(false));
-        let ticker = Ticker::start(engine.clone(), MS, 5, stop.clone()).expect("ticker");
-        // Were the ticker to miss a call, nothing would end the loop: this
-        // thread would then move the epoch after 20 s, and say so.
-        let rescued = Arc::new(AtomicBool::new(false));
-        let done = Arc::new(AtomicBool::new(false));
-        let rescuer = {
-            let (engine, rescued, done) = (engine.clone(), rescued.clone(), done.clone());
-            std::thread::spawn(move || {
-                let start = Instant::now();
-                while !done.load(Ordering::Relaxed) {
-                    if start.elapsed() > Duration::from_secs(20) {
-                        rescued.store(true, Ordering::Relaxed);
-                        engine.increment_epoch();
-                    }
-                    std::thread::park_timeout(Duration::from_millis(100));
-                }
-            })
-        };
-        let module = spin_module(&engine);
-        let config = crate::RuntimeConfig::default();
-        // The first loop starts while the ticker sleeps; the second right
-        // after the first, while it is awake.
-        assert!(falls_asleep(&ticker, Duration::from_secs(10)));
-        for round in ["asleep", "awake"] {
-            let mut store = Store::new(&engine, PluginState::for_manifest(&config));
-            install(&mut store, 5, &ticker);
-            let instance = wasmtime::Instance::new(&mut store, &module, &[]).expect("instance");
-            let spin = instance
-                .get_typed_func::<(), ()>(&mut store, "spin")
-                .expect("spin");
-            let result = spin.call(&mut store, ());
-            assert!(result.is_err(), "{round}: the loop returned");
-            assert!(
-                !rescued.load(Ordering::Relaxed),
-                "{round}: the ticker missed the call"
-            );
-            let used = store
-                .data()
-                .interrupted_after
-                .expect("interrupted by the check");
-            // CQ-LIMIT-2: never before the deadline less the tolerance.
-            assert!(used >= 9 * MS, "{round}: interrupted after {used:?}");
-        }
-        done.store(true, Ordering::Relaxed);
-        rescuer.thread().unpark();
-        rescuer.join().expect("rescuer");
-        stop.store(true, Ordering::Relaxed);
-        ticker.stop();
     }
 
     #[test]

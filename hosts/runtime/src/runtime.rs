@@ -318,13 +318,8 @@ impl Runtime {
         // call deadline. It stops when the runtime is dropped.
         let ticker_stop = Arc::new(AtomicBool::new(false));
         let tick = config.epoch_tick.max(Duration::from_micros(100));
-        let ticker = crate::deadline::Ticker::start(
-            engine.clone(),
-            tick,
-            deadline_ticks(&config),
-            ticker_stop.clone(),
-        )
-        .map_err(|e| format!("cannot start the epoch ticker: {e}"))?;
+        let ticker = crate::deadline::Ticker::start(engine.clone(), tick, ticker_stop.clone())
+            .map_err(|e| format!("cannot start the epoch ticker: {e}"))?;
         Ok(Runtime {
             engine,
             linker,
@@ -344,7 +339,14 @@ impl Runtime {
     /// deadline, so that the first check comes before the deadline even
     /// when the ticker was idling (`deadline::IDLE_TICKS`).
     pub(crate) fn deadline_ticks(&self) -> u64 {
-        deadline_ticks(&self.config)
+        let tick = self
+            .config
+            .epoch_tick
+            .max(Duration::from_micros(100))
+            .as_nanos();
+        (self.config.call_deadline.as_nanos() / 2)
+            .div_ceil(tick)
+            .max(1) as u64
     }
 
     /// Load a plugin component from a file.
@@ -650,16 +652,9 @@ fn check_world_version(pre: &GuestPre, manifest: &PluginManifest) -> Result<(), 
     })
 }
 
-/// See [`Runtime::deadline_ticks`].
-fn deadline_ticks(config: &RuntimeConfig) -> u64 {
-    let tick = config.epoch_tick.max(Duration::from_micros(100)).as_nanos();
-    (config.call_deadline.as_nanos() / 2).div_ceil(tick).max(1) as u64
-}
-
 impl Drop for Runtime {
     fn drop(&mut self) {
         self.ticker_stop.store(true, Ordering::Relaxed);
-        self.ticker.stop();
     }
 }
 

@@ -134,7 +134,6 @@ pub struct PluginSet {
     route_index: RouteMap,
     routes: Vec<Route>,
     deadline_ticks: u64,
-    ticker: crate::deadline::Ticker,
     close: Option<CloseRequest>,
     /// Reused by `write_frames` so the send path does not allocate.
     regs_scratch: Vec<FrameRegistration>,
@@ -233,7 +232,6 @@ impl PluginSet {
             route_index,
             routes,
             deadline_ticks: runtime.deadline_ticks(),
-            ticker: runtime.ticker.clone(),
             close: None,
             regs_scratch: Vec::new(),
             summary: Summary::default(),
@@ -266,7 +264,7 @@ impl PluginSet {
             anchor,
         };
         live.store.data_mut().scope = Some(scope);
-        crate::deadline::start_call(&mut live.store, self.deadline_ticks, &self.ticker);
+        crate::deadline::start_call(&mut live.store, self.deadline_ticks);
         // A plugin-control callee runs on its caller's CPU budget: time in
         // callees counts towards the caller's deadline (CQ-LIMIT-2), so a
         // caller cannot stretch one call by spreading work over callees.

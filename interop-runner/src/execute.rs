@@ -208,6 +208,11 @@ impl Environment {
     pub fn plugin_cache(&self) -> PathBuf {
         self.plugin_dir.with_file_name("plugin-cache")
     }
+
+    /// The component of the plugin `name`.
+    pub fn plugin_path(&self, name: &str) -> PathBuf {
+        self.plugin_dir.join(format!("{name}.wasm"))
+    }
 }
 
 fn side_args(env: &Environment, side: &SideSpec) -> Vec<String> {
@@ -218,10 +223,7 @@ fn side_args(env: &Environment, side: &SideSpec) -> Vec<String> {
             None => (p.as_str(), String::new()),
         };
         args.push("--plugin".into());
-        args.push(format!(
-            "{}{grants}",
-            env.plugin_dir.join(format!("{name}.wasm")).display()
-        ));
+        args.push(format!("{}{grants}", env.plugin_path(name).display()));
     }
     for c in &side.controls {
         args.push("--control".into());

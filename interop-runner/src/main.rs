@@ -8,7 +8,7 @@ use corequic_interop::cases::{Matrix, TESTS};
 use corequic_interop::execute::Environment;
 use corequic_interop::hosts::{Host, answers_unsupported, parse_hosts, select_hosts};
 use corequic_interop::perf::{
-    PERF_PLUGINS, PerfLink, PerfRun, markdown as perf_markdown, run_perf,
+    PerfLink, PerfRun, default_plugins, markdown as perf_markdown, run_perf,
 };
 use corequic_interop::runner::{
     MatrixRun, default_out, missing_required, now_rfc3339, parse_required, run_matrix,
@@ -325,7 +325,7 @@ fn perf(args: &[String]) -> Result<bool, String> {
     let mut plugin_dir = PathBuf::from("build/plugins");
     let mut out = PathBuf::from("target/interop/perf");
     let mut markdown_file = None;
-    let mut plugins: Vec<String> = PERF_PLUGINS.iter().map(|p| p.to_string()).collect();
+    let mut plugins = default_plugins();
     let mut it = args.iter();
     let number = |flag: &str, v: String| {
         v.parse::<u64>()
@@ -358,14 +358,13 @@ fn perf(args: &[String]) -> Result<bool, String> {
         return Err(format!("--plugins: name at least one plugin\n{USAGE}"));
     }
     let hosts = load_hosts(&hosts_file, &bin_dir, hosts_filter.as_deref())?;
-    let plugin_dir = plugin_folder(&plugin_dir)?;
-    if let Some(missing) = plugins
-        .iter()
-        .find(|p| !plugin_dir.join(format!("{p}.wasm")).is_file())
-    {
+    let env = Environment {
+        plugin_dir: plugin_folder(&plugin_dir)?,
+    };
+    if let Some(missing) = plugins.iter().find(|p| !env.plugin_path(p).is_file()) {
         return Err(format!(
-            "--plugins: no {missing}.wasm in {} (run `make plugins`)",
-            plugin_dir.display()
+            "--plugins: no {} (run `make plugins`)",
+            env.plugin_path(missing).display()
         ));
     }
     let _ = std::fs::remove_dir_all(&out);
@@ -375,15 +374,15 @@ fn perf(args: &[String]) -> Result<bool, String> {
         links,
         runs,
         size,
-        plugins: plugins.clone(),
-        env: Environment { plugin_dir },
+        plugins,
+        env,
         out: out.clone(),
     };
     let cells = run_perf(&spec);
     let json = serde_json::to_string_pretty(&cells).map_err(|e| e.to_string())?;
     let results = out.join("perf.json");
     std::fs::write(&results, json).map_err(|e| format!("{}: {e}", results.display()))?;
-    let table = perf_markdown(&cells, runs, size, &plugins);
+    let table = perf_markdown(&cells, runs, size, &spec.plugins);
     if let Some(path) = markdown_file {
         std::fs::write(&path, &table).map_err(|e| format!("{}: {e}", path.display()))?;
     }

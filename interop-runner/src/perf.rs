@@ -19,6 +19,11 @@ use std::time::Duration;
 /// [`PerfRun::plugins`] names others.
 pub const PERF_PLUGINS: &[&str] = &["probe", "bdp", "dummy", "ack-logger"];
 
+/// [`PERF_PLUGINS`], as [`PerfRun::plugins`] takes them.
+pub fn default_plugins() -> Vec<String> {
+    PERF_PLUGINS.iter().map(|p| p.to_string()).collect()
+}
+
 /// The paths a measurement runs over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -357,10 +362,6 @@ pub const GOODPUT_GOAL: f64 = 0.97;
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn default_plugins() -> Vec<String> {
-        PERF_PLUGINS.iter().map(|p| p.to_string()).collect()
-    }
 
     #[test]
     fn quantiles_interpolate_between_ranks() {

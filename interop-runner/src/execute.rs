@@ -137,6 +137,9 @@ pub struct EndpointStats {
     /// The process's peak resident set size, KiB, where the endpoint
     /// reports it.
     pub peak_rss_kib: Option<u64>,
+    /// The CPU time the process had used when it wrote its stats, ms,
+    /// where the endpoint reports it.
+    pub cpu_ms: Option<f64>,
 }
 
 impl EndpointStats {

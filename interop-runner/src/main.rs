@@ -23,7 +23,9 @@ usage: interop-runner [options]            run the matrix
        interop-runner check-report DIR [--chromium BIN]
        interop-runner perf [--hosts a,b] [--links loopback,1gbit] [--runs N] [--size BYTES]
                            [--bin-dir DIR] [--plugin-dir DIR] [--out DIR] [--markdown FILE]
-                           [--plugins a,b]   (default probe,bdp,dummy,ack-logger)
+                           [--plugins a,b]   (default probe,bdp,dummy,ack-logger;
+                                              `none`: both modes plugin-free, an A/A run
+                                              that shows the measurement's own spread)
 options:
   --matrix reduced|default|paper   sizes, links and repetitions (default: default)
   --hosts a,b                      hosts to pair (default: every host in the hosts
@@ -355,7 +357,12 @@ fn perf(args: &[String]) -> Result<bool, String> {
         }
     }
     if plugins.is_empty() {
-        return Err(format!("--plugins: name at least one plugin\n{USAGE}"));
+        return Err(format!(
+            "--plugins: name at least one plugin, or none\n{USAGE}"
+        ));
+    }
+    if plugins == ["none"] {
+        plugins.clear();
     }
     let hosts = load_hosts(&hosts_file, &bin_dir, hosts_filter.as_deref())?;
     let env = Environment {

@@ -9,7 +9,7 @@
 
 use crate::execute::{Environment, RunSpec, SideSpec, run_pair};
 use crate::hosts::Host;
-use crate::link::LinkParams;
+use crate::link::{DatagramRecord, Direction, Fate, LinkParams};
 use serde::Serialize;
 use std::io::Write;
 use std::path::PathBuf;
@@ -83,7 +83,8 @@ pub struct PerfRun {
     /// Bytes the client downloads in each run.
     pub size: u64,
     /// The plugins loaded on both sides in the "plugins" mode (by default
-    /// [`PERF_PLUGINS`]; one of them alone shows what it costs).
+    /// [`PERF_PLUGINS`]; one of them alone shows what it costs; none makes
+    /// both modes the same, an A/A run).
     pub plugins: Vec<String>,
     /// Plugins and their folder.
     pub env: Environment,
@@ -96,8 +97,78 @@ pub struct PerfRun {
 pub struct ModeFigures {
     /// Every successful run, in run order.
     pub runs_mbps: Vec<f64>,
+    /// What the emulated link saw in each successful run, in run order
+    /// (empty over loopback, where no emulator sits between the sides).
+    pub link: Vec<LinkFacts>,
+    /// CPU time of the server and of the client process in each
+    /// successful run where both reported it, ms, in run order.
+    pub cpu_ms: Vec<(f64, f64)>,
     /// Runs that did not complete byte-exact (not counted in the figures).
     pub failed: usize,
+}
+
+/// What the emulated link saw in one run. A download's client sends
+/// almost only acknowledgements, so its datagram count shows how often it
+/// acknowledged; and a stack's congestion controller (and, in neqo, the
+/// acknowledgement rate it asks of its peer) changes at the first drop.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LinkFacts {
+    /// Datagrams the client sent.
+    pub client_datagrams: u64,
+    /// Datagrams the link dropped, both directions.
+    pub dropped: u64,
+    /// When the link dropped its first datagram, in ms since it started.
+    pub first_drop_ms: Option<f64>,
+}
+
+impl LinkFacts {
+    /// The facts of one run's link trace.
+    pub fn of(trace: &[DatagramRecord]) -> LinkFacts {
+        let dropped = || trace.iter().filter(|d| matches!(d.fate, Fate::Dropped(_)));
+        LinkFacts {
+            client_datagrams: trace
+                .iter()
+                .filter(|d| d.direction == Direction::ClientToServer)
+                .count() as u64,
+            dropped: dropped().count() as u64,
+            first_drop_ms: dropped()
+                .map(|d| d.sent.as_secs_f64() * 1e3)
+                .min_by(f64::total_cmp),
+        }
+    }
+}
+
+impl ModeFigures {
+    /// Median CPU time of the server and of the client over the runs that
+    /// reported it, ms.
+    fn cpu_medians(&self) -> Option<(f64, f64)> {
+        let median = |side: fn(&(f64, f64)) -> f64| {
+            let mut v: Vec<f64> = self.cpu_ms.iter().map(side).collect();
+            v.sort_by(f64::total_cmp);
+            quantile(&v, 0.5)
+        };
+        Some((median(|c| c.0)?, median(|c| c.1)?))
+    }
+
+    /// Median client datagrams and median drops over the runs with link
+    /// facts, and the median time of the first drop over the runs that had
+    /// one, with how many had none.
+    fn link_medians(&self) -> Option<(f64, f64, Option<f64>, usize)> {
+        let median = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            quantile(&v, 0.5)
+        };
+        let datagrams = median(
+            self.link
+                .iter()
+                .map(|l| l.client_datagrams as f64)
+                .collect(),
+        )?;
+        let dropped = median(self.link.iter().map(|l| l.dropped as f64).collect())?;
+        let first: Vec<f64> = self.link.iter().filter_map(|l| l.first_drop_ms).collect();
+        let none = self.link.len() - first.len();
+        Some((datagrams, dropped, median(first), none))
+    }
 }
 
 impl ModeFigures {
@@ -276,7 +347,20 @@ pub fn run_perf(spec_run: &PerfRun) -> Vec<PerfCell> {
                             &mut cell.without
                         };
                         match goodput_mbps(&outcome, spec_run.size) {
-                            Some(g) => figures.runs_mbps.push(g),
+                            Some(g) => {
+                                figures.runs_mbps.push(g);
+                                if !run.direct {
+                                    figures.link.push(LinkFacts::of(&outcome.trace));
+                                }
+                                let cpu = |side: &crate::execute::EndpointOutcome| {
+                                    side.stats.as_ref().and_then(|s| s.cpu_ms)
+                                };
+                                if let (Some(server), Some(client)) =
+                                    (cpu(&outcome.server), cpu(&outcome.client))
+                                {
+                                    figures.cpu_ms.push((server, client));
+                                }
+                            }
                             None => figures.failed += 1,
                         }
                     }
@@ -303,13 +387,19 @@ pub fn run_perf(spec_run: &PerfRun) -> Vec<PerfCell> {
 
 /// The results as a Markdown table, one row per pair and path.
 pub fn markdown(cells: &[PerfCell], runs: usize, size: u64, plugins: &[String]) -> String {
+    let plugins = if plugins.is_empty() {
+        "none in either mode (an A/A run: the two modes are the same, and their ratios \
+         show how far the measurement alone spreads)"
+            .to_string()
+    } else {
+        format!("{} on both sides", plugins.join(", "))
+    };
     let mut out = format!(
         "Bulk download of {size} bytes, {runs} runs per mode alternated; goodput in Mbit/s \
-         as median (first–third quartile); plugins: {} on both sides; the ratio's 95 % \
+         as median (first–third quartile); plugins: {plugins}; the ratio's 95 % \
          interval by percentile bootstrap over the runs.\n\n\
          | link | server | client | without plugins | with plugins | ratio of medians | 95 % interval |\n\
-         |---|---|---|---|---|---|---|\n",
-        plugins.join(", ")
+         |---|---|---|---|---|---|---|\n"
     );
     let figures = |m: &ModeFigures| match m.quartiles() {
         Some((median, q1, q3)) => {
@@ -352,6 +442,92 @@ pub fn markdown(cells: &[PerfCell], runs: usize, size: u64, plugins: &[String]) 
             judged.len() - above - below
         ));
     }
+    out.push_str(&cpu_table(cells));
+    out.push_str(&link_table(cells));
+    out
+}
+
+/// Each side's CPU time per run and mode, as medians over the runs, and
+/// what the plugins added; empty when no endpoint reported it. Goodput on
+/// a 2-core machine also moves with how the endpoints and the emulator
+/// share the cores; the CPU a transfer took is the plugins' cost itself.
+fn cpu_table(cells: &[PerfCell]) -> String {
+    let rows: Vec<_> = cells
+        .iter()
+        .filter_map(|c| Some((c, c.without.cpu_medians()?, c.with.cpu_medians()?)))
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "\nCPU time of each endpoint process per run, ms, median without plugins / with, \
+         and what the plugins added.\n\n\
+         | link | server | client | server CPU | added | client CPU | added |\n\
+         |---|---|---|---|---|---|---|\n",
+    );
+    let added = |without: f64, with: f64| {
+        if without > 0.0 {
+            format!("{:+.1} %", (with / without - 1.0) * 100.0)
+        } else {
+            "—".to_string()
+        }
+    };
+    for (c, without, with) in rows {
+        out.push_str(&format!(
+            "| {} | {} | {} | {:.0} / {:.0} | {} | {:.0} / {:.0} | {} |\n",
+            c.link.name(),
+            c.server,
+            c.client,
+            without.0,
+            with.0,
+            added(without.0, with.0),
+            without.1,
+            with.1,
+            added(without.1, with.1)
+        ));
+    }
+    out
+}
+
+/// The emulated link's facts per cell and mode, as medians over the runs
+/// (see [`LinkFacts`]); empty when no cell ran through the emulator.
+fn link_table(cells: &[PerfCell]) -> String {
+    let rows: Vec<_> = cells
+        .iter()
+        .filter_map(|c| Some((c, c.without.link_medians()?, c.with.link_medians()?)))
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "\nWhat the emulated link saw, medians over the runs of each mode (without plugins / \
+         with): the datagrams the client sent, which in a download are almost all \
+         acknowledgements; the datagrams the link dropped; and when it dropped the first, \
+         over the runs that had a drop (how many had none, in brackets).\n\n\
+         | server | client | client datagrams | drops | first drop, ms |\n\
+         |---|---|---|---|---|\n",
+    );
+    let first = |(_, _, first, none): (f64, f64, Option<f64>, usize)| {
+        let at = first.map_or("—".to_string(), |ms| format!("{ms:.0}"));
+        if none > 0 {
+            format!("{at} ({none} none)")
+        } else {
+            at
+        }
+    };
+    for (c, without, with) in rows {
+        out.push_str(&format!(
+            "| {} | {} | {:.0} / {:.0} | {:.0} / {:.0} | {} / {} |\n",
+            c.server,
+            c.client,
+            without.0,
+            with.0,
+            without.1,
+            with.1,
+            first(without),
+            first(with)
+        ));
+    }
     out
 }
 
@@ -382,10 +558,14 @@ mod tests {
             link: PerfLink::Loopback,
             without: ModeFigures {
                 runs_mbps: vec![100.0, 300.0, 200.0],
+                link: Vec::new(),
+                cpu_ms: Vec::new(),
                 failed: 0,
             },
             with: ModeFigures {
                 runs_mbps: vec![190.0, 180.0],
+                link: Vec::new(),
+                cpu_ms: Vec::new(),
                 failed: 1,
             },
         };
@@ -406,10 +586,14 @@ mod tests {
             link: PerfLink::Loopback,
             without: ModeFigures {
                 runs_mbps: without,
+                link: Vec::new(),
+                cpu_ms: Vec::new(),
                 failed: 0,
             },
             with: ModeFigures {
                 runs_mbps: with,
+                link: Vec::new(),
+                cpu_ms: Vec::new(),
                 failed: 0,
             },
         }
@@ -428,9 +612,14 @@ mod tests {
             table.contains("plugins: ack-logger on both sides"),
             "{table}"
         );
-        let table = markdown(&[one], 1, 1000, &default_plugins());
+        let table = markdown(std::slice::from_ref(&one), 1, 1000, &default_plugins());
         assert!(
             table.contains("plugins: probe, bdp, dummy, ack-logger on both sides"),
+            "{table}"
+        );
+        let table = markdown(&[one], 1, 1000, &[]);
+        assert!(
+            table.contains("plugins: none in either mode (an A/A run"),
             "{table}"
         );
     }
@@ -480,6 +669,89 @@ mod tests {
         assert_eq!(cell(vec![], vec![1.0]).ratio_interval(), None);
     }
 
+    fn datagram(direction: Direction, sent_ms: u64, dropped: bool) -> DatagramRecord {
+        let sent = Duration::from_millis(sent_ms);
+        DatagramRecord {
+            direction,
+            size: 1200,
+            short_header: true,
+            sent,
+            fate: if dropped {
+                Fate::Dropped(crate::link::DropReason::QueueFull)
+            } else {
+                Fate::Delivered {
+                    departs: sent,
+                    arrives: sent + Duration::from_millis(1),
+                }
+            },
+        }
+    }
+
+    #[test]
+    fn link_facts_count_the_clients_datagrams_and_the_first_drop() {
+        use Direction::{ClientToServer as C2s, ServerToClient as S2c};
+        let trace = [
+            datagram(C2s, 1, false),
+            datagram(S2c, 2, false),
+            datagram(S2c, 9, true),
+            datagram(C2s, 10, false),
+            datagram(S2c, 4, true),
+            datagram(S2c, 12, false),
+        ];
+        assert_eq!(
+            LinkFacts::of(&trace),
+            LinkFacts {
+                client_datagrams: 2,
+                dropped: 2,
+                first_drop_ms: Some(4.0),
+            }
+        );
+        let clean = LinkFacts::of(&trace[..2]);
+        assert_eq!((clean.dropped, clean.first_drop_ms), (0, None));
+    }
+
+    #[test]
+    fn the_link_table_gives_medians_per_mode_and_counts_runs_without_a_drop() {
+        let facts = |client_datagrams, dropped, first_drop_ms| LinkFacts {
+            client_datagrams,
+            dropped,
+            first_drop_ms,
+        };
+        let mut emulated = cell(vec![500.0, 600.0, 400.0], vec![300.0, 350.0, 320.0]);
+        emulated.link = PerfLink::Gigabit;
+        emulated.without.link = vec![
+            facts(1500, 100, Some(50.0)),
+            facts(3000, 140, Some(150.0)),
+            facts(8000, 300, Some(250.0)),
+        ];
+        emulated.with.link = vec![
+            facts(15000, 0, None),
+            facts(17000, 200, Some(900.0)),
+            facts(20000, 30, Some(700.0)),
+        ];
+        let table = markdown(&[emulated], 3, 1000, &default_plugins());
+        assert!(
+            table.contains("| a | b | 3000 / 17000 | 140 / 30 | 150 / 800 (1 none) |"),
+            "{table}"
+        );
+        // Loopback cells have no link facts and no such table.
+        assert!(!table.contains("CPU time of each endpoint"), "{table}");
+        let table = markdown(&[cell(vec![1.0], vec![1.0])], 1, 1000, &default_plugins());
+        assert!(!table.contains("What the emulated link saw"), "{table}");
+    }
+
+    #[test]
+    fn the_cpu_table_gives_each_sides_medians_and_what_plugins_added() {
+        let mut measured = cell(vec![500.0; 3], vec![450.0; 3]);
+        measured.without.cpu_ms = vec![(400.0, 300.0), (500.0, 200.0), (450.0, 250.0)];
+        measured.with.cpu_ms = vec![(495.0, 240.0), (600.0, 260.0), (440.0, 270.0)];
+        let table = markdown(&[measured], 3, 1000, &default_plugins());
+        assert!(
+            table.contains("| loopback | a | b | 450 / 495 | +10.0 % | 250 / 260 | +4.0 % |"),
+            "{table}"
+        );
+    }
+
     #[test]
     fn no_completed_run_gives_no_ratio() {
         let cell = PerfCell {
@@ -489,6 +761,8 @@ mod tests {
             without: ModeFigures::default(),
             with: ModeFigures {
                 runs_mbps: vec![1.0],
+                link: Vec::new(),
+                cpu_ms: Vec::new(),
                 failed: 0,
             },
         };

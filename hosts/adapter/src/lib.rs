@@ -37,6 +37,7 @@ use corequic_runtime::abi::{
 };
 use corequic_runtime::{
     FieldSet, HostCapabilities, LogRecord, Plugin, PluginSet, PluginStats, RoutineError, Runtime,
+    SummaryReader,
 };
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -410,6 +411,8 @@ pub struct ConnectionPlugins {
     /// extension; hooks with `&mut self` reach it through `Mutex::get_mut`,
     /// without locking.
     set: Mutex<PluginSet>,
+    /// What the hooks through `&self` read of the set, without locking it.
+    summary: SummaryReader,
     state: State,
     transport_parameters: Vec<(u64, Vec<u8>)>,
     /// Where the final report goes when the connection is dropped.
@@ -464,6 +467,7 @@ impl ConnectionPlugins {
         }
         let transport_parameters = set.transport_parameters(&mut view);
         Some(ConnectionPlugins {
+            summary: set.summary_reader(),
             set: Mutex::new(set),
             state,
             transport_parameters,
@@ -586,7 +590,7 @@ impl ConnectionPlugins {
     pub fn offers_frames_at(&self, position: SendPosition) -> bool {
         (position == SendPosition::First && !self.state.challenges.is_empty())
             || self.state.ping_pending
-            || self.set_ref().offers_frames_at(position)
+            || self.summary.offers_frames_at(position)
     }
 
     /// Hook `write_frames`: write the queued PATH_CHALLENGEs (first in an
@@ -732,7 +736,7 @@ impl ConnectionPlugins {
     /// Hook `next_timeout`: the earliest plugin timer, in nanoseconds since
     /// the ABI epoch.
     pub fn next_timeout(&self) -> Option<u64> {
-        self.set_ref().next_timeout()
+        self.summary.next_timeout()
     }
 
     /// Hook `on_timeout`: run the plugin timers that are due.

@@ -41,4 +41,4 @@ pub use config::{Compiler, InjectedFault, InjectedFaults, RuntimeConfig};
 pub use error::{CloseRequest, Fault, FaultKind, LoadError, RoutineError};
 pub use host::{HostConnection, LogRecord};
 pub use runtime::{FieldSet, Grants, HostCapabilities, Plugin, Runtime};
-pub use set::{PluginSet, PluginStats, WrittenFrame};
+pub use set::{PluginSet, PluginStats, SummaryReader, WrittenFrame};

@@ -22,6 +22,7 @@ use crate::state::{PluginState, Scope};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use wasmtime::Store;
 
 struct Live {
@@ -128,6 +129,53 @@ struct Summary {
     next_timeout: Option<u64>,
 }
 
+/// The readings of a set's [`Summary`] that hosts take before every packet
+/// or every poll, shared so that a reader needs no `&mut` to the set: an
+/// adapter whose stack calls these hooks through `&self` would otherwise
+/// lock the set's mutex per packet (about 1 % of a quinn server's samples
+/// in a loopback download). The set writes them whenever it recomputes its
+/// summary; they read what [`PluginSet::offers_frames_at`] and
+/// [`PluginSet::next_timeout`] answer.
+#[derive(Clone, Debug, Default)]
+pub struct SummaryReader(Arc<SharedSummary>);
+
+#[derive(Debug)]
+struct SharedSummary {
+    /// [`Summary::positions`].
+    positions: AtomicU8,
+    /// [`Summary::next_timeout`], `u64::MAX` for none.
+    next_timeout: AtomicU64,
+}
+
+impl Default for SharedSummary {
+    /// The summary of a set that offers nothing and has no timer.
+    fn default() -> Self {
+        SharedSummary {
+            positions: AtomicU8::new(0),
+            next_timeout: AtomicU64::new(u64::MAX),
+        }
+    }
+}
+
+impl SummaryReader {
+    /// [`PluginSet::offers_frames_at`].
+    pub fn offers_frames_at(&self, position: SendPosition) -> bool {
+        self.0.positions.load(Ordering::Relaxed) & (1 << position as u8) != 0
+    }
+
+    /// [`PluginSet::next_timeout`].
+    pub fn next_timeout(&self) -> Option<u64> {
+        Some(self.0.next_timeout.load(Ordering::Relaxed)).filter(|&t| t != u64::MAX)
+    }
+
+    fn store(&self, summary: &Summary) {
+        self.0.positions.store(summary.positions, Ordering::Relaxed);
+        self.0
+            .next_timeout
+            .store(summary.next_timeout.unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+}
+
 /// The plugin instances of one connection.
 pub struct PluginSet {
     slots: Vec<Slot>,
@@ -141,6 +189,8 @@ pub struct PluginSet {
     summary: Summary,
     /// A call changed registrations or timers since `summary` was computed.
     summary_stale: bool,
+    /// `summary`'s readings for hooks without `&mut` to the set.
+    summary_reader: SummaryReader,
     /// Faults not yet taken by the stack.
     faults: Vec<Fault>,
     /// Transport parameter ids the stack sends itself (CQ-API-8).
@@ -236,6 +286,7 @@ impl PluginSet {
             regs_scratch: Vec::new(),
             summary: Summary::default(),
             summary_stale: false,
+            summary_reader: SummaryReader::default(),
             faults: Vec::new(),
             stack_transport_parameters: runtime.capabilities().stack_transport_parameters.clone(),
             unproductive: Default::default(),
@@ -703,7 +754,14 @@ impl PluginSet {
             .filter_map(|s| s.live.as_ref())
             .flat_map(|l| l.store.data().timers.iter().map(|t| t.1))
             .min();
+        self.summary_reader.store(&summary);
         self.summary = summary;
+    }
+
+    /// A shared reader of what [`Self::offers_frames_at`] and
+    /// [`Self::next_timeout`] answer, kept up to date by the set.
+    pub fn summary_reader(&self) -> SummaryReader {
+        self.summary_reader.clone()
     }
 
     /// The frame registrations of every enabled plugin, in load order.

@@ -249,6 +249,16 @@ fn entry_names(dir: &std::path::Path) -> Vec<String> {
 #[test]
 fn a_frame_in_flight_is_unregistered_until_acknowledged() {
     let offered = |set: &PluginSet| {
+        // The shared reader the adapters read without locking agrees.
+        let reader = set.summary_reader();
+        for at in [
+            SendPosition::First,
+            SendPosition::AfterAck,
+            SendPosition::End,
+        ] {
+            assert_eq!(reader.offers_frames_at(at), set.offers_frames_at(at));
+        }
+        assert_eq!(reader.next_timeout(), set.next_timeout());
         (
             set.registrations(SendPosition::AfterAck).count(),
             set.offers_frames_at(SendPosition::AfterAck),

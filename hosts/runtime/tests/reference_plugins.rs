@@ -70,6 +70,8 @@ macro_rules! reference_suite {
                 "nothing is sent while halted"
             );
             let resume = p.server.next_timeout().expect("a resume timer is armed");
+            let reader = p.server.plugins.summary_reader();
+            assert_eq!(reader.next_timeout(), Some(resume), "the shared reader agrees");
             assert!(
                 resume <= p.server.conn.now + 10 * MS,
                 "the halt lasts at most 10 ms"
@@ -77,6 +79,7 @@ macro_rules! reference_suite {
             p.server.conn.now = resume;
             p.server.handle_timeout();
             assert!(!p.server.conn.sending_halted, "the timer resumed sending");
+            assert_eq!(reader.next_timeout(), p.server.plugins.next_timeout());
             assert!(p.server.poll_transmit().is_some());
         }
 

@@ -70,6 +70,9 @@ pub(crate) struct PluginState {
     /// records reuse its message and key strings (`None` while a call
     /// fills it).
     pub(crate) log_record: Option<LogRecord>,
+    /// The keys of the fields a 0.2 `log` call keeps, while it lifts them
+    /// (kept between calls so that the call does not allocate).
+    pub(crate) log_keys: Vec<wasmtime::component::WasmStr>,
     /// The thread's CPU time when the current call started.
     pub(crate) call_started: std::time::Duration,
     /// CPU budget of one call.
@@ -136,6 +139,7 @@ impl PluginState {
             log_budget: MAX_LOG_BYTES,
             logs_dropped: 0,
             log_record: None,
+            log_keys: Vec::new(),
             call_started: std::time::Duration::ZERO,
             call_deadline: config.call_deadline,
             over_deadline_at: None,

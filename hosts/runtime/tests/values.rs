@@ -125,3 +125,33 @@ fn every_value_case_is_logged_as_sent() {
     assert_eq!(names.first(), Some(&"a"));
     assert_eq!(names.last(), Some(&"u"));
 }
+
+/// CQ-LIMIT-12: a record keeps its first 32 fields; the ones after them are
+/// checked and dropped, and the record is still passed on.
+#[test]
+fn a_record_keeps_its_first_32_fields() {
+    let mut p = pair(&["test-observer"], &[]);
+    let values: Vec<PluginVal> = (0..40).map(PluginVal::U64).collect();
+    let back = control(&mut p, OBSERVER_LOG_ARGS, &values);
+    assert_eq!(back.expect("the record is sent"), Vec::new());
+    // A second record with fewer fields reuses the first one's strings.
+    let back = control(&mut p, OBSERVER_LOG_ARGS, &values[..3]);
+    assert_eq!(back.expect("the record is sent"), Vec::new());
+    let records = p.client.conn.logs_of("observer");
+    assert_eq!(records.len(), 2, "{records:?}");
+    let names: Vec<_> = records[0].fields.iter().map(|(k, _)| k.as_str()).collect();
+    let logged: Vec<_> = records[0].fields.iter().map(|(_, v)| v.clone()).collect();
+    assert_eq!(logged, values[..32]);
+    assert_eq!(names.len(), 32);
+    assert_eq!((names[25], names[26], names[31]), ("z", "aa", "af"));
+    let names: Vec<_> = records[1].fields.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(names, ["a", "b", "c"]);
+    assert_eq!(
+        records[1]
+            .fields
+            .iter()
+            .map(|(_, v)| v.clone())
+            .collect::<Vec<_>>(),
+        values[..3]
+    );
+}

@@ -72,6 +72,13 @@ fn log(
 /// Fill `record` with a `log` call's message and fields (at most
 /// [`crate::config::MAX_LOG_FIELDS`], the ones after them lifted and
 /// checked, not kept); `Ok(Err(reason))` when a value is not valid.
+///
+/// The fields are lifted in one pass over the list, which sets up
+/// wasmtime's lift context once: lifting them one by one (`WasmList::get`)
+/// set it up per field and was a fifth of a logging call. The keys kept are
+/// read after that pass, which holds the store; the keys of fields not kept
+/// are checked in a second pass, as the generated binding checks every
+/// string.
 fn fill_log_record(
     store: &mut wasmtime::StoreContextMut<'_, PluginState>,
     record: &mut crate::host::LogRecord,
@@ -81,39 +88,51 @@ fn fill_log_record(
     use crate::host::push_log_text;
     record.message.clear();
     push_log_text(&mut record.message, &message.to_str(&*store)?);
+    let mut keys = std::mem::take(&mut store.data_mut().log_keys);
+    keys.clear();
     let mut invalid = None;
-    let mut kept = 0;
-    for i in 0..fields.len() {
-        let Some(field) = fields.get(&mut *store, i) else {
-            break;
-        };
+    let mut some_not_kept = false;
+    for field in fields.iter(&mut *store)? {
         let (key, value) = field?;
-        let key = key.to_str(&*store)?;
-        let value = match val_into_model(value) {
-            Ok(value) => value,
+        match val_into_model(value) {
+            Ok(value) if keys.len() < crate::config::MAX_LOG_FIELDS => {
+                match record.fields.get_mut(keys.len()) {
+                    Some(slot) => slot.1 = value,
+                    None => record.fields.push((String::new(), value)),
+                }
+                keys.push(key);
+            }
+            Ok(_) => some_not_kept = true,
             Err(reason) => {
                 invalid.get_or_insert(reason);
-                continue;
-            }
-        };
-        if kept == crate::config::MAX_LOG_FIELDS {
-            continue;
-        }
-        match record.fields.get_mut(kept) {
-            Some(slot) => {
-                slot.0.clear();
-                push_log_text(&mut slot.0, &key);
-                slot.1 = value;
-            }
-            None => {
-                let mut text = String::new();
-                push_log_text(&mut text, &key);
-                record.fields.push((text, value));
+                some_not_kept = true;
             }
         }
-        kept += 1;
     }
-    record.fields.truncate(kept);
+    record.fields.truncate(keys.len());
+    let mut named = Ok(());
+    for (slot, key) in record.fields.iter_mut().zip(&keys) {
+        match key.to_str(&*store) {
+            Ok(text) => {
+                slot.0.clear();
+                push_log_text(&mut slot.0, &text);
+            }
+            Err(trap) => {
+                named = Err(trap);
+                break;
+            }
+        }
+    }
+    keys.clear();
+    store.data_mut().log_keys = keys;
+    named?;
+    if some_not_kept {
+        for i in 0..fields.len() {
+            if let Some(field) = fields.get(&mut *store, i) {
+                field?.0.to_str(&*store)?;
+            }
+        }
+    }
     Ok(invalid.map_or(Ok(()), Err))
 }
 

@@ -142,33 +142,45 @@ impl ModeFigures {
     /// Median CPU time of the server and of the client over the runs that
     /// reported it, ms.
     fn cpu_medians(&self) -> Option<(f64, f64)> {
-        let median = |side: fn(&(f64, f64)) -> f64| {
-            let mut v: Vec<f64> = self.cpu_ms.iter().map(side).collect();
-            v.sort_by(f64::total_cmp);
-            quantile(&v, 0.5)
-        };
-        Some((median(|c| c.0)?, median(|c| c.1)?))
+        Some((
+            median(self.cpu_ms.iter().map(|c| c.0))?,
+            median(self.cpu_ms.iter().map(|c| c.1))?,
+        ))
     }
 
     /// Median client datagrams and median drops over the runs with link
     /// facts, and the median time of the first drop over the runs that had
     /// one, with how many had none.
     fn link_medians(&self) -> Option<(f64, f64, Option<f64>, usize)> {
-        let median = |mut v: Vec<f64>| {
-            v.sort_by(f64::total_cmp);
-            quantile(&v, 0.5)
-        };
-        let datagrams = median(
-            self.link
-                .iter()
-                .map(|l| l.client_datagrams as f64)
-                .collect(),
-        )?;
-        let dropped = median(self.link.iter().map(|l| l.dropped as f64).collect())?;
-        let first: Vec<f64> = self.link.iter().filter_map(|l| l.first_drop_ms).collect();
-        let none = self.link.len() - first.len();
-        Some((datagrams, dropped, median(first), none))
+        let datagrams = median(self.link.iter().map(|l| l.client_datagrams as f64))?;
+        let dropped = median(self.link.iter().map(|l| l.dropped as f64))?;
+        let first = median(self.link.iter().filter_map(|l| l.first_drop_ms));
+        let none = self
+            .link
+            .iter()
+            .filter(|l| l.first_drop_ms.is_none())
+            .count();
+        Some((datagrams, dropped, first, none))
     }
+}
+
+/// The median of `values`; `None` for none.
+fn median(values: impl Iterator<Item = f64>) -> Option<f64> {
+    let mut sorted: Vec<f64> = values.collect();
+    sorted.sort_by(f64::total_cmp);
+    quantile(&sorted, 0.5)
+}
+
+/// The cells for which both modes give `figure`, with the two figures
+/// (without plugins, with).
+fn in_both_modes<T>(
+    cells: &[PerfCell],
+    figure: impl Fn(&ModeFigures) -> Option<T>,
+) -> Vec<(&PerfCell, T, T)> {
+    cells
+        .iter()
+        .filter_map(|c| Some((c, figure(&c.without)?, figure(&c.with)?)))
+        .collect()
 }
 
 impl ModeFigures {
@@ -452,10 +464,7 @@ pub fn markdown(cells: &[PerfCell], runs: usize, size: u64, plugins: &[String]) 
 /// a 2-core machine also moves with how the endpoints and the emulator
 /// share the cores; the CPU a transfer took is the plugins' cost itself.
 fn cpu_table(cells: &[PerfCell]) -> String {
-    let rows: Vec<_> = cells
-        .iter()
-        .filter_map(|c| Some((c, c.without.cpu_medians()?, c.with.cpu_medians()?)))
-        .collect();
+    let rows = in_both_modes(cells, ModeFigures::cpu_medians);
     if rows.is_empty() {
         return String::new();
     }
@@ -492,10 +501,7 @@ fn cpu_table(cells: &[PerfCell]) -> String {
 /// The emulated link's facts per cell and mode, as medians over the runs
 /// (see [`LinkFacts`]); empty when no cell ran through the emulator.
 fn link_table(cells: &[PerfCell]) -> String {
-    let rows: Vec<_> = cells
-        .iter()
-        .filter_map(|c| Some((c, c.without.link_medians()?, c.with.link_medians()?)))
-        .collect();
+    let rows = in_both_modes(cells, ModeFigures::link_medians);
     if rows.is_empty() {
         return String::new();
     }

@@ -22,7 +22,7 @@ use crate::state::{PluginState, Scope};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use wasmtime::Store;
 
 struct Live {
@@ -129,13 +129,14 @@ struct Summary {
     next_timeout: Option<u64>,
 }
 
-/// The readings of a set's [`Summary`] that hosts take before every packet
-/// or every poll, shared so that a reader needs no `&mut` to the set: an
-/// adapter whose stack calls these hooks through `&self` would otherwise
-/// lock the set's mutex per packet (about 1 % of a quinn server's samples
-/// in a loopback download). The set writes them whenever it recomputes its
-/// summary; they read what [`PluginSet::offers_frames_at`] and
-/// [`PluginSet::next_timeout`] answer.
+/// A set's [`Summary`], which hosts read before every packet or every poll,
+/// shared so that a reader needs no `&mut` to the set: an adapter whose
+/// stack calls these hooks through `&self` would otherwise lock the set's
+/// mutex per packet (about 1 % of a quinn server's samples in a loopback
+/// download). The set keeps its summary here only, and writes it whenever
+/// it recomputes it; its own [`PluginSet::offers_frames_at`],
+/// [`PluginSet::offers_ack_eliciting_frames`] and [`PluginSet::next_timeout`]
+/// read it here too.
 #[derive(Clone, Debug, Default)]
 pub struct SummaryReader(Arc<SharedSummary>);
 
@@ -143,6 +144,8 @@ pub struct SummaryReader(Arc<SharedSummary>);
 struct SharedSummary {
     /// [`Summary::positions`].
     positions: AtomicU8,
+    /// [`Summary::ack_eliciting`].
+    ack_eliciting: AtomicBool,
     /// [`Summary::next_timeout`], `u64::MAX` for none.
     next_timeout: AtomicU64,
 }
@@ -152,6 +155,7 @@ impl Default for SharedSummary {
     fn default() -> Self {
         SharedSummary {
             positions: AtomicU8::new(0),
+            ack_eliciting: AtomicBool::new(false),
             next_timeout: AtomicU64::new(u64::MAX),
         }
     }
@@ -163,6 +167,11 @@ impl SummaryReader {
         self.0.positions.load(Ordering::Relaxed) & (1 << position as u8) != 0
     }
 
+    /// [`PluginSet::offers_ack_eliciting_frames`].
+    pub fn offers_ack_eliciting_frames(&self) -> bool {
+        self.0.ack_eliciting.load(Ordering::Relaxed)
+    }
+
     /// [`PluginSet::next_timeout`].
     pub fn next_timeout(&self) -> Option<u64> {
         Some(self.0.next_timeout.load(Ordering::Relaxed)).filter(|&t| t != u64::MAX)
@@ -170,6 +179,9 @@ impl SummaryReader {
 
     fn store(&self, summary: &Summary) {
         self.0.positions.store(summary.positions, Ordering::Relaxed);
+        self.0
+            .ack_eliciting
+            .store(summary.ack_eliciting, Ordering::Relaxed);
         self.0
             .next_timeout
             .store(summary.next_timeout.unwrap_or(u64::MAX), Ordering::Relaxed);
@@ -185,12 +197,12 @@ pub struct PluginSet {
     close: Option<CloseRequest>,
     /// Reused by `write_frames` so the send path does not allocate.
     regs_scratch: Vec<FrameRegistration>,
-    /// Recomputed only when a call changed what it sums up.
-    summary: Summary,
+    /// What hosts ask before every packet, shared with the hooks that have
+    /// no `&mut` to the set; recomputed only when a call changed what it
+    /// sums up.
+    summary: SummaryReader,
     /// A call changed registrations or timers since `summary` was computed.
     summary_stale: bool,
-    /// `summary`'s readings for hooks without `&mut` to the set.
-    summary_reader: SummaryReader,
     /// Faults not yet taken by the stack.
     faults: Vec<Fault>,
     /// Transport parameter ids the stack sends itself (CQ-API-8).
@@ -284,9 +296,8 @@ impl PluginSet {
             deadline_ticks: runtime.deadline_ticks(),
             close: None,
             regs_scratch: Vec::new(),
-            summary: Summary::default(),
+            summary: SummaryReader::default(),
             summary_stale: false,
-            summary_reader: SummaryReader::default(),
             faults: Vec::new(),
             stack_transport_parameters: runtime.capabilities().stack_transport_parameters.clone(),
             unproductive: Default::default(),
@@ -728,13 +739,13 @@ impl PluginSet {
     /// `position`. When none did, `write_frames` there writes nothing, and a
     /// host may skip the call and whatever it builds for it.
     pub fn offers_frames_at(&self, position: SendPosition) -> bool {
-        self.summary.positions & (1 << position as u8) != 0
+        self.summary.offers_frames_at(position)
     }
 
     /// Whether an enabled plugin registered an ack-eliciting frame type.
     /// When none did, `wants_to_send` is `false`, and a host may skip it.
     pub fn offers_ack_eliciting_frames(&self) -> bool {
-        self.summary.ack_eliciting
+        self.summary.offers_ack_eliciting_frames()
     }
 
     /// Recompute `summary` from the registrations of the enabled plugins
@@ -754,14 +765,13 @@ impl PluginSet {
             .filter_map(|s| s.live.as_ref())
             .flat_map(|l| l.store.data().timers.iter().map(|t| t.1))
             .min();
-        self.summary_reader.store(&summary);
-        self.summary = summary;
+        self.summary.store(&summary);
     }
 
     /// A shared reader of what [`Self::offers_frames_at`] and
     /// [`Self::next_timeout`] answer, kept up to date by the set.
     pub fn summary_reader(&self) -> SummaryReader {
-        self.summary_reader.clone()
+        self.summary.clone()
     }
 
     /// The frame registrations of every enabled plugin, in load order.
@@ -1149,7 +1159,7 @@ impl PluginSet {
 
     /// The earliest armed plugin timer, in connection time.
     pub fn next_timeout(&self) -> Option<u64> {
-        self.summary.next_timeout
+        self.summary.next_timeout()
     }
 
     /// Fire every plugin timer due at `now`, each once and disarmed first.

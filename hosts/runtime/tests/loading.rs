@@ -258,6 +258,10 @@ fn a_frame_in_flight_is_unregistered_until_acknowledged() {
         ] {
             assert_eq!(reader.offers_frames_at(at), set.offers_frames_at(at));
         }
+        assert_eq!(
+            reader.offers_ack_eliciting_frames(),
+            set.offers_ack_eliciting_frames()
+        );
         assert_eq!(reader.next_timeout(), set.next_timeout());
         (
             set.registrations(SendPosition::AfterAck).count(),

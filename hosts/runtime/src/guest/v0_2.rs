@@ -89,6 +89,30 @@ fn fill_log_record(
     record.message.clear();
     push_log_text(&mut record.message, &message.to_str(&*store)?);
     let mut keys = std::mem::take(&mut store.data_mut().log_keys);
+    let kept = fill_log_fields(store, record, fields, &mut keys);
+    keys.clear();
+    store.data_mut().log_keys = keys;
+    let (invalid, some_not_kept) = kept?;
+    if some_not_kept {
+        for i in 0..fields.len() {
+            if let Some(field) = fields.get(&mut *store, i) {
+                field?.0.to_str(&*store)?;
+            }
+        }
+    }
+    Ok(invalid.map_or(Ok(()), Err))
+}
+
+/// The first pass of [`fill_log_record`]: lift every field, keep the first
+/// [`crate::config::MAX_LOG_FIELDS`] with a valid value in `record` (their
+/// keys through `keys`, a scratch buffer); the first invalid value's
+/// reason, and whether any field was not kept.
+fn fill_log_fields(
+    store: &mut wasmtime::StoreContextMut<'_, PluginState>,
+    record: &mut crate::host::LogRecord,
+    fields: &WasmList<(WasmStr, t::PluginVal)>,
+    keys: &mut Vec<WasmStr>,
+) -> wasmtime::Result<(Option<String>, bool)> {
     keys.clear();
     let mut invalid = None;
     let mut some_not_kept = false;
@@ -110,30 +134,11 @@ fn fill_log_record(
         }
     }
     record.fields.truncate(keys.len());
-    let mut named = Ok(());
-    for (slot, key) in record.fields.iter_mut().zip(&keys) {
-        match key.to_str(&*store) {
-            Ok(text) => {
-                slot.0.clear();
-                push_log_text(&mut slot.0, &text);
-            }
-            Err(trap) => {
-                named = Err(trap);
-                break;
-            }
-        }
+    for (slot, key) in record.fields.iter_mut().zip(keys.iter()) {
+        slot.0.clear();
+        crate::host::push_log_text(&mut slot.0, &key.to_str(&*store)?);
     }
-    keys.clear();
-    store.data_mut().log_keys = keys;
-    named?;
-    if some_not_kept {
-        for i in 0..fields.len() {
-            if let Some(field) = fields.get(&mut *store, i) {
-                field?.0.to_str(&*store)?;
-            }
-        }
-    }
-    Ok(invalid.map_or(Ok(()), Err))
+    Ok((invalid, some_not_kept))
 }
 
 /// Declares [`Routines`], the exports of one instance as typed functions,

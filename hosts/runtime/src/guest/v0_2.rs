@@ -11,6 +11,7 @@
 use super::frame_data;
 use crate::abi as m;
 use crate::state::{InBufRep, OutBufRep, PluginState};
+use std::cell::OnceCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use wasmtime::Store;
 use wasmtime::component::{
@@ -146,16 +147,21 @@ fn fill_log_fields(
 /// call method, arguments, result, export name and field.
 macro_rules! routines {
     ($(fn $call:ident($($arg:ident: $param:ty),*) -> $result:ty = $export:literal as $field:ident;)*) => {
-        /// The routines' exports of one 0.2 instance. (`call-routine` is
-        /// checked but not called: no 0.2 release invokes a routine through
-        /// it yet, CQ-ROUTINE-22.)
+        /// The routines' exports of one 0.2 instance, each looked up on its
+        /// first call: a connection calls a few of the fifteen, and looking
+        /// one up (a `Func` and its `VMFuncRef`) costs about as much as a
+        /// call. (`call-routine` is checked but not called: no 0.2 release
+        /// invokes a routine through it yet, CQ-ROUTINE-22.)
         #[allow(dead_code)]
         pub(crate) struct Routines {
-            $($field: Func,)*
+            instance: Instance,
+            indices: RoutineIndices,
+            $($field: OnceCell<Func>,)*
         }
 
         /// Where the routines are among a component's exports, looked up
         /// once per component.
+        #[derive(Clone, Copy)]
         struct RoutineIndices {
             $($field: ComponentExportIndex,)*
         }
@@ -173,30 +179,35 @@ macro_rules! routines {
                 })
             }
 
-            /// The routines of `instance`, their signatures checked against
-            /// the component when `check` (see [`Pre`]).
-            fn load(
+            /// Every routine of `instance` as a function, its signature
+            /// checked against the component: done on a component's first
+            /// instance (see [`Pre`]), so that a routine a later instance
+            /// looks up on its first call needs no check.
+            fn check(
                 &self,
                 store: &mut Store<PluginState>,
                 instance: &Instance,
-                check: bool,
-            ) -> wasmtime::Result<Routines> {
-                Ok(Routines {
-                    $($field: {
-                        let func = instance
-                            .get_func(&mut *store, &self.$field)
-                            .ok_or_else(|| wasmtime::format_err!("no function `{}`", $export))?;
-                        if check {
-                            func.typed::<($($param,)*), ($result,)>(&*store)?;
-                        }
-                        func
-                    },)*
-                })
+            ) -> wasmtime::Result<()> {
+                $({
+                    let func = instance
+                        .get_func(&mut *store, &self.$field)
+                        .ok_or_else(|| wasmtime::format_err!("no function `{}`", $export))?;
+                    func.typed::<($($param,)*), ($result,)>(&*store)?;
+                })*
+                Ok(())
             }
         }
 
         #[allow(dead_code)]
         impl Routines {
+            fn new(instance: Instance, indices: RoutineIndices) -> Routines {
+                Routines {
+                    instance,
+                    indices,
+                    $($field: OnceCell::new(),)*
+                }
+            }
+
             $(
                 #[inline]
                 pub(crate) fn $call(
@@ -204,12 +215,22 @@ macro_rules! routines {
                     store: &mut Store<PluginState>,
                     $($arg: $param),*
                 ) -> wasmtime::Result<$result> {
+                    let func = match self.$field.get() {
+                        Some(func) => *func,
+                        None => {
+                            let func = self
+                                .instance
+                                .get_func(&mut *store, &self.indices.$field)
+                                .ok_or_else(|| wasmtime::format_err!("no function `{}`", $export))?;
+                            *self.$field.get_or_init(|| func)
+                        }
+                    };
                     // SAFETY: `Pre::instantiate` checked this signature
                     // against the component with `Func::typed` on its first
                     // instance; every instance of a component has the same
                     // types.
                     let func = unsafe {
-                        TypedFunc::<($($param,)*), ($result,)>::new_unchecked(self.$field)
+                        TypedFunc::<($($param,)*), ($result,)>::new_unchecked(func)
                     };
                     func.call(store, ($($arg,)*)).map(|(r,)| r)
                 }
@@ -267,7 +288,7 @@ routines! {
 /// instance although `PluginPre::new` checked the component once: about a
 /// sixth of attaching a plugin to a connection. Here the first instance
 /// checks [`Routines`]' signatures (at load, where the manifest is asked
-/// for) and later ones only look the functions up.
+/// for) and later ones look each function up on its first call.
 pub(crate) struct Pre {
     instance_pre: InstancePre<PluginState>,
     indices: RoutineIndices,
@@ -290,12 +311,11 @@ impl Pre {
     #[inline]
     pub(crate) fn instantiate(&self, store: &mut Store<PluginState>) -> wasmtime::Result<Guest> {
         let instance = self.instance_pre.instantiate(&mut *store)?;
-        let check = !self.checked.load(Ordering::Acquire);
-        let routines = self.indices.load(store, &instance, check)?;
-        if check {
+        if !self.checked.load(Ordering::Acquire) {
+            self.indices.check(store, &instance)?;
             self.checked.store(true, Ordering::Release);
         }
-        Ok(Guest::new(routines))
+        Ok(Guest::new(Routines::new(instance, self.indices)))
     }
 }
 

@@ -142,6 +142,19 @@ fn fill_log_fields(
     Ok((invalid, some_not_kept))
 }
 
+/// The routine `name` of `instance`, found at `index` among its component's
+/// exports.
+fn routine(
+    store: &mut Store<PluginState>,
+    instance: &Instance,
+    index: &ComponentExportIndex,
+    name: &str,
+) -> wasmtime::Result<Func> {
+    instance
+        .get_func(&mut *store, index)
+        .ok_or_else(|| wasmtime::format_err!("no function `{name}`"))
+}
+
 /// Declares [`Routines`], the exports of one instance as typed functions,
 /// and [`RoutineIndices`], which finds them, from one table: each routine's
 /// call method, arguments, result, export name and field.
@@ -188,12 +201,10 @@ macro_rules! routines {
                 store: &mut Store<PluginState>,
                 instance: &Instance,
             ) -> wasmtime::Result<()> {
-                $({
-                    let func = instance
-                        .get_func(&mut *store, &self.$field)
-                        .ok_or_else(|| wasmtime::format_err!("no function `{}`", $export))?;
-                    func.typed::<($($param,)*), ($result,)>(&*store)?;
-                })*
+                $(
+                    routine(store, instance, &self.$field, $export)?
+                        .typed::<($($param,)*), ($result,)>(&*store)?;
+                )*
                 Ok(())
             }
         }
@@ -218,10 +229,8 @@ macro_rules! routines {
                     let func = match self.$field.get() {
                         Some(func) => *func,
                         None => {
-                            let func = self
-                                .instance
-                                .get_func(&mut *store, &self.indices.$field)
-                                .ok_or_else(|| wasmtime::format_err!("no function `{}`", $export))?;
+                            let func =
+                                routine(store, &self.instance, &self.indices.$field, $export)?;
                             *self.$field.get_or_init(|| func)
                         }
                     };

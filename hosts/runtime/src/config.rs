@@ -11,7 +11,9 @@ pub struct RuntimeConfig {
     /// checked at each epoch tick once half this much wall time has passed.
     pub call_deadline: Duration,
     /// Period of the epoch ticker that wakes the `call_deadline` check
-    /// while checks run; otherwise the ticker wakes every five periods.
+    /// while checks run; otherwise the ticker wakes every five periods, and
+    /// once no plugin has been called for a while it sleeps until a call
+    /// starts.
     pub epoch_tick: Duration,
     /// Maximum linear memory of one plugin instance, in bytes.
     pub max_memory_bytes: usize,

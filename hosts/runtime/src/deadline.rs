@@ -19,7 +19,7 @@
 //! later, past the 12 ms bound.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 use wasmtime::{Engine, Store, UpdateDeadline};
@@ -36,58 +36,164 @@ use crate::state::PluginState;
 /// the one that interrupts it.
 const IDLE_TICKS: u32 = 5;
 
-/// How a runtime's deadline checks reach its epoch ticker. Only the checks
-/// use it, so a call that returns before its first check writes nothing
-/// shared.
+/// The most idle periods the ticker stays awake before it tries to sleep
+/// until a call starts (one second at the default tick). It starts at one
+/// period and doubles each time a call cut such a sleep short within a
+/// period: while calls come that often, sleeping would only move the
+/// wake-up onto a calling thread, as a system call.
+const MAX_LINGER: u32 = 200;
+
+/// What the epoch ticker and the calls into plugins share.
+struct Shared {
+    /// The ticker sleeps until a call starts: no epoch moves meanwhile.
+    asleep: AtomicBool,
+    /// Calls that a deadline check has seen and that have not returned.
+    /// While there is one, the ticker ticks every period: the check's next
+    /// deadline is one tick away.
+    checked_calls: AtomicUsize,
+    /// The runtime is dropped.
+    stop: AtomicBool,
+    /// Sleeps until a call started, so far (diagnostics and tests).
+    sleeps: AtomicU64,
+    /// Epochs the ticker added, so far (tests).
+    epochs: AtomicU64,
+}
+
+/// A runtime's epoch ticker: a thread that moves the engine's epoch on, one
+/// epoch per tick of wall time, so that calls reach their deadline checks.
+///
+/// - While a checked call runs (one that has reached its first check), it
+///   ticks every period.
+/// - Otherwise it ticks every [`IDLE_TICKS`] periods.
+/// - Once it has idled long enough, it sleeps until a call starts, and so
+///   does not wake at all while the process calls no plugin.
+///
+/// Before it sleeps, it moves the epoch on by a whole first-check deadline,
+/// so that every call that started earlier reaches its check at once, and
+/// the check wakes it. A call that starts later sets its deadline first and
+/// then sees that the ticker sleeps, and wakes it (see [`start_call`]). A
+/// call costs no shared write either way; only a call that finds the ticker
+/// asleep makes a system call, to wake it.
 #[derive(Clone)]
 pub(crate) struct Ticker {
-    /// A check ran since the ticker last looked.
-    checking: Arc<AtomicBool>,
+    shared: Arc<Shared>,
     thread: Thread,
 }
 
 impl Ticker {
-    /// Start the epoch ticker of `engine`, until `stop`: one epoch per
-    /// `tick` of wall time, at every tick while deadline checks run and
-    /// every [`IDLE_TICKS`] ticks otherwise.
+    /// Start the epoch ticker of `engine`: one epoch per `tick` of wall
+    /// time. `first_check_ticks` is the most ticks any call waits for its
+    /// first check.
     pub(crate) fn start(
         engine: Engine,
         tick: Duration,
-        stop: Arc<AtomicBool>,
+        first_check_ticks: u64,
     ) -> std::io::Result<Ticker> {
-        let checking = Arc::new(AtomicBool::new(false));
-        let seen = checking.clone();
+        let shared = Arc::new(Shared {
+            asleep: AtomicBool::new(false),
+            checked_calls: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+            sleeps: AtomicU64::new(0),
+            epochs: AtomicU64::new(0),
+        });
+        let state = shared.clone();
         let thread = std::thread::Builder::new()
             .name("corequic-epoch".into())
-            .spawn(move || {
-                let idle = tick * IDLE_TICKS;
-                let mut counted = Instant::now();
-                let mut last_check: Option<Instant> = None;
-                while !stop.load(Ordering::Relaxed) {
-                    // Every tick until an idle period passes without a check:
-                    // a check may come just after this look.
-                    if seen.swap(false, Ordering::Relaxed) {
-                        last_check = Some(Instant::now());
-                    }
-                    let fast = last_check.is_some_and(|at| at.elapsed() < idle);
-                    std::thread::park_timeout(if fast { tick } else { idle });
-                    // Woken early by a check, no tick may have passed yet.
-                    let ticks = counted.elapsed().as_nanos() / tick.as_nanos();
-                    for _ in 0..ticks {
-                        engine.increment_epoch();
-                    }
-                    counted += tick * u32::try_from(ticks).unwrap_or(u32::MAX);
-                }
-            })?
+            .spawn(move || tick_until_stopped(&engine, &state, tick, first_check_ticks))?
             .thread()
             .clone();
-        Ok(Ticker { checking, thread })
+        Ok(Ticker { shared, thread })
     }
 
-    /// A check ran: tick every period from now on, starting at once.
-    fn checked(&self) {
-        self.checking.store(true, Ordering::Relaxed);
+    /// Stop the ticker thread (the runtime is dropped).
+    pub(crate) fn stop(&self) {
+        self.shared.stop.store(true, Ordering::Release);
         self.thread.unpark();
+    }
+
+    /// The ticker sleeps until a call starts.
+    pub(crate) fn asleep(&self) -> bool {
+        self.shared.asleep.load(Ordering::Acquire)
+    }
+
+    /// A call starts and found the ticker asleep: wake it (one caller does).
+    #[cold]
+    fn wake(&self) {
+        if self.shared.asleep.swap(false, Ordering::AcqRel) {
+            self.thread.unpark();
+        }
+    }
+
+    /// A deadline check saw a call for the first time: tick every period
+    /// until the returned guard drops with the call.
+    fn checked_call(&self) -> CheckedCall {
+        self.shared.checked_calls.fetch_add(1, Ordering::AcqRel);
+        // Wakes the ticker whether it is asleep, idling or about to sleep:
+        // the wake is kept until it parks.
+        self.thread.unpark();
+        CheckedCall(self.shared.clone())
+    }
+}
+
+/// A call that a deadline check has seen, until it returns (it is kept in
+/// the plugin's store; dropping it ends the fast ticking it asked for).
+pub(crate) struct CheckedCall(Arc<Shared>);
+
+impl Drop for CheckedCall {
+    fn drop(&mut self) {
+        self.0.checked_calls.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The ticker thread's loop (see [`Ticker`]).
+fn tick_until_stopped(engine: &Engine, shared: &Shared, tick: Duration, first_check_ticks: u64) {
+    let idle = tick * IDLE_TICKS;
+    let add_epochs = |n: u64| {
+        for _ in 0..n {
+            engine.increment_epoch();
+        }
+        shared.epochs.fetch_add(n, Ordering::Relaxed);
+    };
+    let mut counted = Instant::now();
+    let mut linger = 1;
+    let mut idled = 0;
+    while !shared.stop.load(Ordering::Acquire) {
+        if shared.checked_calls.load(Ordering::Acquire) > 0 {
+            idled = 0;
+            std::thread::park_timeout(tick);
+        } else if idled < linger {
+            idled += 1;
+            std::thread::park_timeout(idle);
+        } else {
+            shared.asleep.store(true, Ordering::Relaxed);
+            // Pairs with the fence in `start_call`: a call that reads an
+            // epoch moved on below also reads `asleep` as set.
+            fence(Ordering::SeqCst);
+            // Every call that started before now is due for its first
+            // check, which wakes the ticker.
+            add_epochs(first_check_ticks);
+            let since = Instant::now();
+            if shared.checked_calls.load(Ordering::Acquire) == 0
+                && !shared.stop.load(Ordering::Acquire)
+            {
+                shared.sleeps.fetch_add(1, Ordering::Relaxed);
+                std::thread::park();
+            }
+            shared.asleep.store(false, Ordering::Release);
+            linger = match since.elapsed() < idle {
+                true => (linger * 2).min(MAX_LINGER),
+                false => 1,
+            };
+            idled = 0;
+            // No call ran unchecked while it slept: the epochs count from
+            // the wake-up.
+            counted = Instant::now();
+            continue;
+        }
+        // Woken early, no tick may have passed yet.
+        let ticks = counted.elapsed().as_nanos() / tick.as_nanos();
+        add_epochs(u64::try_from(ticks).unwrap_or(u64::MAX));
+        counted += tick * u32::try_from(ticks).unwrap_or(u32::MAX);
     }
 }
 
@@ -127,12 +233,14 @@ fn fallback_clock() -> Duration {
 /// earlier check saw that (see the module docs); otherwise it looks again
 /// one tick later.
 pub(crate) fn install(store: &mut Store<PluginState>, ticks: u64, ticker: &Ticker) {
-    start_call(store, ticks);
+    start_call(store, ticks, ticker);
     let ticker = ticker.clone();
     store.epoch_deadline_callback(move |mut state| {
-        ticker.checked();
-        let now = thread_cpu_time();
         let data = state.data_mut();
+        if data.checked_call.is_none() {
+            data.checked_call = Some(ticker.checked_call());
+        }
+        let now = thread_cpu_time();
         Ok(
             match check(
                 data.call_started,
@@ -212,18 +320,186 @@ fn call_start_cpu_time(tick: Duration) -> Duration {
     })
 }
 
-/// Start the clock of a new call on a store set up by [`install`].
-pub(crate) fn start_call(store: &mut Store<PluginState>, ticks: u64) {
+/// Start the clock of a new call on a store set up by [`install`], whose
+/// first check comes after `ticks` epochs (at most the ticker's
+/// `first_check_ticks`).
+pub(crate) fn start_call(store: &mut Store<PluginState>, ticks: u64, ticker: &Ticker) {
     let data = store.data_mut();
     data.call_started = call_start_cpu_time(data.call_tick);
     data.over_deadline_at = None;
     data.interrupted_after = None;
+    data.checked_call = None;
     store.set_epoch_deadline(ticks);
+    // Pairs with the ticker's fence before it moves the epoch on and
+    // sleeps. The deadline above was set from an epoch read before that
+    // move, and the ticker's move makes the call due for a check that wakes
+    // the ticker; or from an epoch read after it, and then `asleep` reads
+    // as set here.
+    fence(Ordering::Acquire);
+    if ticker.shared.asleep.load(Ordering::Relaxed) {
+        ticker.wake();
+    }
+}
+
+/// The call on `store` returned: if a check saw it, the ticker need no
+/// longer tick every period for it.
+pub(crate) fn end_call(store: &mut Store<PluginState>) {
+    store.data_mut().checked_call = None;
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    /// Wait for `ready` (polling, up to ten seconds: the ticker thread may
+    /// be slow to run on a loaded machine, never to act).
+    fn eventually(what: &str, ready: impl Fn() -> bool) {
+        let give_up = Instant::now() + Duration::from_secs(10);
+        while !ready() {
+            assert!(Instant::now() < give_up, "timed out waiting until {what}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    fn ticker() -> (Engine, Ticker) {
+        ticker_with_first_check(5)
+    }
+
+    /// A ticker with a 1 ms tick, whose calls wait at most
+    /// `first_check_ticks` for their first check.
+    fn ticker_with_first_check(first_check_ticks: u64) -> (Engine, Ticker) {
+        let mut config = wasmtime::Config::new();
+        config.epoch_interruption(true);
+        let engine = Engine::new(&config).expect("engine");
+        let ticker = Ticker::start(engine.clone(), MS, first_check_ticks).expect("ticker");
+        (engine, ticker)
+    }
+
+    fn epochs(ticker: &Ticker) -> u64 {
+        ticker.shared.epochs.load(Ordering::Relaxed)
+    }
+
+    fn sleeps(ticker: &Ticker) -> u64 {
+        ticker.shared.sleeps.load(Ordering::Relaxed)
+    }
+
+    #[test]
+    fn an_idle_ticker_sleeps_until_a_call_starts() {
+        let (engine, ticker) = ticker();
+        eventually("the ticker sleeps", || ticker.asleep());
+        // Asleep, it moves no epoch: it does not wake at all.
+        let before = epochs(&ticker);
+        std::thread::sleep(20 * MS);
+        assert_eq!(epochs(&ticker), before);
+        assert!(ticker.asleep());
+        // A call starts: it wakes the ticker, which ticks again.
+        let config = crate::config::RuntimeConfig::default();
+        let mut store = Store::new(&engine, PluginState::for_manifest(&config));
+        install(&mut store, 5, &ticker);
+        assert!(!ticker.asleep());
+        eventually("the ticker ticks again", || epochs(&ticker) > before + 5);
+        ticker.stop();
+    }
+
+    #[test]
+    fn a_checked_call_keeps_the_ticker_ticking_until_it_returns() {
+        let (_engine, ticker) = ticker();
+        eventually("the ticker sleeps", || ticker.asleep());
+        let call = ticker.checked_call();
+        let asleep_before = sleeps(&ticker);
+        let from = epochs(&ticker);
+        // Twenty ticks: four times the idle period after which an idle
+        // ticker sleeps.
+        eventually("twenty ticks pass", || epochs(&ticker) >= from + 20);
+        assert_eq!(
+            sleeps(&ticker),
+            asleep_before,
+            "slept during a checked call"
+        );
+        assert!(!ticker.asleep());
+        drop(call);
+        eventually("the ticker sleeps again", || ticker.asleep());
+        ticker.stop();
+    }
+
+    /// `(func (export "spin") (loop (br 0)))`: a call that never returns.
+    const SPIN: &[u8] = &[
+        0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // magic, version
+        0x01, 0x04, 0x01, 0x60, 0x00, 0x00, // type 0: [] -> []
+        0x03, 0x02, 0x01, 0x00, // func 0: type 0
+        0x07, 0x08, 0x01, 0x04, b's', b'p', b'i', b'n', 0x00, 0x00, // export
+        0x0a, 0x09, 0x01, 0x07, 0x00, 0x03, 0x40, 0x0c, 0x00, 0x0b, 0x0b, // code
+    ];
+
+    /// A store with the deadline check installed, for a call whose first
+    /// check comes after `ticks` epochs, and its endless function.
+    fn spinning_call(
+        module: &wasmtime::Module,
+        ticker: &Ticker,
+        ticks: u64,
+    ) -> (Store<PluginState>, wasmtime::TypedFunc<(), ()>) {
+        let config = crate::config::RuntimeConfig::default();
+        let mut store = Store::new(module.engine(), PluginState::for_manifest(&config));
+        install(&mut store, ticks, ticker);
+        let instance = wasmtime::Instance::new(&mut store, module, &[]).expect("instance");
+        let spin = instance
+            .get_typed_func::<(), ()>(&mut store, "spin")
+            .expect("spin");
+        (store, spin)
+    }
+
+    /// Run the endless call and check that its deadline interrupted it. A
+    /// call that is never interrupted fails the test run after a minute
+    /// instead of hanging it.
+    fn assert_interrupted(mut store: Store<PluginState>, spin: wasmtime::TypedFunc<(), ()>) {
+        let (done, finished) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                finished.recv_timeout(Duration::from_secs(60))
+            {
+                eprintln!("an endless call was not interrupted within a minute");
+                std::process::exit(101);
+            }
+        });
+        let trap = spin.call(&mut store, ()).expect_err("interrupted");
+        let _ = done.send(());
+        assert_eq!(
+            trap.downcast_ref::<wasmtime::Trap>(),
+            Some(&wasmtime::Trap::Interrupt),
+            "{trap:#}"
+        );
+        let used = store.data().interrupted_after.expect("CPU time recorded");
+        assert!(used >= 9 * MS, "cut after {used:?}");
+    }
+
+    #[test]
+    fn a_call_that_starts_while_the_ticker_sleeps_is_interrupted() {
+        let (engine, ticker) = ticker_with_first_check(50);
+        let module = wasmtime::Module::new(&engine, SPIN).expect("module");
+        eventually("the ticker sleeps", || ticker.asleep());
+        let (store, spin) = spinning_call(&module, &ticker, 50);
+        assert_interrupted(store, spin);
+        ticker.stop();
+    }
+
+    #[test]
+    fn a_call_that_runs_on_while_the_ticker_falls_asleep_is_interrupted() {
+        // The ticker idles five ticks at a time; a call's first check is 50
+        // ticks away. Only the ticker's move before it sleeps makes the call
+        // due: without it, the call would wait for ticks that never come.
+        let (engine, ticker) = ticker_with_first_check(50);
+        let module = wasmtime::Module::new(&engine, SPIN).expect("module");
+        eventually("the ticker sleeps", || ticker.asleep());
+        let slept = sleeps(&ticker);
+        // One call wakes the ticker; the next starts while it is awake.
+        let (_waking, _) = spinning_call(&module, &ticker, 50);
+        let (store, spin) = spinning_call(&module, &ticker, 50);
+        eventually("the ticker sleeps again", || sleeps(&ticker) > slept);
+        assert_interrupted(store, spin);
+        ticker.stop();
+    }
 
     #[test]
     fn the_thread_clock_advances_with_work_and_not_with_sleep() {
@@ -239,8 +515,6 @@ mod tests {
         // Sleeping is (almost) free; the busy loop was charged.
         assert!(slept < Duration::from_millis(20), "slept {slept:?}");
     }
-
-    const MS: Duration = Duration::from_millis(1);
 
     fn burn_cpu(amount: Duration) {
         let start = thread_cpu_time();

@@ -10,7 +10,6 @@ use crate::set::PluginSet;
 use crate::state::PluginState;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine, Store};
@@ -276,7 +275,6 @@ pub struct Runtime {
     pub(crate) config: RuntimeConfig,
     capabilities: HostCapabilities,
     pub(crate) ticker: crate::deadline::Ticker,
-    ticker_stop: Arc<AtomicBool>,
 }
 
 impl Runtime {
@@ -316,17 +314,16 @@ impl Runtime {
 
         // The epoch ticker: each tick moves every store one step towards its
         // call deadline. It stops when the runtime is dropped.
-        let ticker_stop = Arc::new(AtomicBool::new(false));
         let tick = config.epoch_tick.max(Duration::from_micros(100));
-        let ticker = crate::deadline::Ticker::start(engine.clone(), tick, ticker_stop.clone())
-            .map_err(|e| format!("cannot start the epoch ticker: {e}"))?;
+        let ticker =
+            crate::deadline::Ticker::start(engine.clone(), tick, first_check_ticks(&config))
+                .map_err(|e| format!("cannot start the epoch ticker: {e}"))?;
         Ok(Runtime {
             engine,
             linker,
             config,
             capabilities,
             ticker,
-            ticker_stop,
         })
     }
 
@@ -339,14 +336,14 @@ impl Runtime {
     /// deadline, so that the first check comes before the deadline even
     /// when the ticker was idling (`deadline::IDLE_TICKS`).
     pub(crate) fn deadline_ticks(&self) -> u64 {
-        let tick = self
-            .config
-            .epoch_tick
-            .max(Duration::from_micros(100))
-            .as_nanos();
-        (self.config.call_deadline.as_nanos() / 2)
-            .div_ceil(tick)
-            .max(1) as u64
+        first_check_ticks(&self.config)
+    }
+
+    /// Whether the epoch ticker sleeps until a call starts: no call into a
+    /// plugin has run for a while, and the ticker does not wake the process
+    /// until one does. For diagnostics and tests.
+    pub fn epoch_ticker_asleep(&self) -> bool {
+        self.ticker.asleep()
     }
 
     /// Load a plugin component from a file.
@@ -652,9 +649,16 @@ fn check_world_version(pre: &GuestPre, manifest: &PluginManifest) -> Result<(), 
     })
 }
 
+/// Epoch ticks before a call's first deadline check (see
+/// [`Runtime::deadline_ticks`]).
+fn first_check_ticks(config: &RuntimeConfig) -> u64 {
+    let tick = config.epoch_tick.max(Duration::from_micros(100)).as_nanos();
+    (config.call_deadline.as_nanos() / 2).div_ceil(tick).max(1) as u64
+}
+
 impl Drop for Runtime {
     fn drop(&mut self) {
-        self.ticker_stop.store(true, Ordering::Relaxed);
+        self.ticker.stop();
     }
 }
 

@@ -194,6 +194,8 @@ pub struct PluginSet {
     route_index: RouteMap,
     routes: Vec<Route>,
     deadline_ticks: u64,
+    /// The runtime's epoch ticker, which a call wakes if it sleeps.
+    ticker: crate::deadline::Ticker,
     close: Option<CloseRequest>,
     /// Reused by `write_frames` so the send path does not allocate.
     regs_scratch: Vec<FrameRegistration>,
@@ -297,6 +299,7 @@ impl PluginSet {
             route_index,
             routes,
             deadline_ticks: runtime.deadline_ticks(),
+            ticker: runtime.ticker.clone(),
             close: None,
             regs_scratch: Vec::new(),
             summary: SummaryReader::default(),
@@ -329,16 +332,20 @@ impl PluginSet {
             anchor,
         };
         live.store.data_mut().scope = Some(scope);
-        crate::deadline::start_call(&mut live.store, self.deadline_ticks);
+        // A plugin-control callee is checked from the next tick on, not
+        // after half a deadline: its caller may have used most of the
+        // budget already.
+        let first_check = match self.outer_call_started {
+            Some(_) => 1,
+            None => self.deadline_ticks,
+        };
+        crate::deadline::start_call(&mut live.store, first_check, &self.ticker);
         // A plugin-control callee runs on its caller's CPU budget: time in
         // callees counts towards the caller's deadline (CQ-LIMIT-2), so a
         // caller cannot stretch one call by spreading work over callees.
         let outermost = match self.outer_call_started {
             Some(started) => {
                 live.store.data_mut().call_started = started;
-                // Check from the next tick on, not after a whole deadline:
-                // the caller may have used most of the budget already.
-                live.store.set_epoch_deadline(1);
                 false
             }
             None => {
@@ -348,6 +355,7 @@ impl PluginSet {
         };
         let Live { store, guest } = &mut *live;
         let result = f(guest, store);
+        crate::deadline::end_call(store);
         if outermost {
             self.outer_call_started = None;
         }

@@ -84,6 +84,9 @@ pub(crate) struct PluginState {
     pub(crate) interrupted_after: Option<std::time::Duration>,
     /// Period of the deadline check.
     pub(crate) call_tick: std::time::Duration,
+    /// Set once a deadline check has seen the current call: keeps the epoch
+    /// ticker ticking every period until the call returns.
+    pub(crate) checked_call: Option<crate::deadline::CheckedCall>,
     /// Test-only deviations (`RuntimeConfig::injected_faults`).
     pub(crate) injected: InjectedFaults,
 }
@@ -145,6 +148,7 @@ impl PluginState {
             over_deadline_at: None,
             interrupted_after: None,
             call_tick: config.epoch_tick,
+            checked_call: None,
             injected: config.injected_faults,
         }
     }

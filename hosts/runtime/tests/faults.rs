@@ -365,6 +365,58 @@ fn an_infinite_loop_hits_the_deadline_and_only_that_plugin_goes() {
     );
 }
 
+/// CQ-LIMIT-2: the runtime's epoch ticker sleeps once no plugin has been
+/// called for a while; an endless call that starts then still hits the
+/// deadline. The runtime is this test's own, so that no other test's calls
+/// keep its ticker awake.
+#[test]
+fn an_infinite_loop_that_starts_while_the_ticker_sleeps_hits_the_deadline() {
+    let rt = Runtime::new(
+        RuntimeConfig {
+            pooling: false,
+            ..RuntimeConfig::default()
+        },
+        HostCapabilities::full(),
+    )
+    .expect("runtime");
+    let hostile = rt
+        .load_file(&plugin_path("test-hostile"), &Grants::all())
+        .expect("loads");
+    // A call that never returned would hang the test run: end it instead.
+    let (done, finished) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+            finished.recv_timeout(std::time::Duration::from_secs(120))
+        {
+            eprintln!("an endless plugin call was not interrupted within two minutes");
+            std::process::exit(101);
+        }
+    });
+    for round in 0..3 {
+        let mut pair =
+            corequic_mock::MockPair::new(&rt, std::slice::from_ref(&hostile), &[], MTU, 10 * MS)
+                .expect("pair");
+        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !rt.epoch_ticker_asleep() {
+            assert!(
+                std::time::Instant::now() < give_up,
+                "round {round}: the idle ticker never slept"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let r = pair
+            .client
+            .plugins
+            .plugin_control(&mut pair.client.conn, LOOP_FOREVER, &[]);
+        assert_eq!(
+            fault_kind(&r),
+            Some(FaultKind::Deadline),
+            "round {round}: {r:?}"
+        );
+    }
+    let _ = done.send(());
+}
+
 /// CQ-LIMIT-3, CQ-LIMIT-5.
 #[test]
 fn a_memory_bomb_hits_the_memory_limit() {

@@ -26,8 +26,9 @@ use wasmtime::{Engine, Store, UpdateDeadline};
 
 use crate::state::PluginState;
 
-/// How many ticks the ticker sleeps while no deadline check runs: it then
-/// wakes 200 times a second instead of 1,000 (each wake-up costs a timer
+/// How many ticks the ticker idles between wake-ups while no checked call
+/// runs (and until it sleeps until a call starts): it then wakes 200 times
+/// a second instead of 1,000 (each wake-up costs a timer
 /// interrupt and two context switches, on a machine whose cores run the
 /// stack). The epochs count the wall time of the whole sleep, and a call's
 /// first check comes after half its deadline (`Runtime::deadline_ticks`):

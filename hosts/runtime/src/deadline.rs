@@ -31,7 +31,7 @@ use crate::state::PluginState;
 /// a second instead of 1,000 (each wake-up costs a timer
 /// interrupt and two context switches, on a machine whose cores run the
 /// stack). The epochs count the wall time of the whole sleep, and a call's
-/// first check comes after half its deadline (`Runtime::deadline_ticks`):
+/// first check comes after half its deadline (`Ticker::first_check_ticks`):
 /// within 10 ms even if the ticker idled, and every tick from then on, so
 /// the check that finds a call past its budget is still a tick apart from
 /// the one that interrupts it.
@@ -79,6 +79,8 @@ struct Shared {
 pub(crate) struct Ticker {
     shared: Arc<Shared>,
     thread: Thread,
+    /// Epoch ticks before a call's first check (the most any call waits).
+    pub(crate) first_check_ticks: u64,
 }
 
 impl Ticker {
@@ -103,7 +105,11 @@ impl Ticker {
             .spawn(move || tick_until_stopped(&engine, &state, tick, first_check_ticks))?
             .thread()
             .clone();
-        Ok(Ticker { shared, thread })
+        Ok(Ticker {
+            shared,
+            thread,
+            first_check_ticks,
+        })
     }
 
     /// Stop the ticker thread (the runtime is dropped).
@@ -228,13 +234,14 @@ fn fallback_clock() -> Duration {
     START.get_or_init(Instant::now).elapsed()
 }
 
-/// Install the deadline check on a plugin's store: past the call's epoch
-/// ticks, it interrupts the call once the thread has spent the whole budget
+/// Install the deadline check on a plugin's store and start a call's clock
+/// (its first check after the ticker's `first_check_ticks`): past the call's
+/// epoch ticks, it interrupts the call once the thread has spent the whole budget
 /// on the CPU since the call started and then half a tick more since an
 /// earlier check saw that (see the module docs); otherwise it looks again
 /// one tick later.
-pub(crate) fn install(store: &mut Store<PluginState>, ticks: u64, ticker: &Ticker) {
-    start_call(store, ticks, ticker);
+pub(crate) fn install(store: &mut Store<PluginState>, ticker: &Ticker) {
+    start_call(store, ticker.first_check_ticks, ticker);
     let ticker = ticker.clone();
     store.epoch_deadline_callback(move |mut state| {
         let data = state.data_mut();
@@ -398,7 +405,7 @@ mod tests {
         // A call starts: it wakes the ticker, which ticks again.
         let config = crate::config::RuntimeConfig::default();
         let mut store = Store::new(&engine, PluginState::for_manifest(&config));
-        install(&mut store, 5, &ticker);
+        install(&mut store, &ticker);
         assert!(!ticker.asleep());
         eventually("the ticker ticks again", || epochs(&ticker) > before + 5);
         ticker.stop();
@@ -435,15 +442,15 @@ mod tests {
     ];
 
     /// A store with the deadline check installed, for a call whose first
-    /// check comes after `ticks` epochs, and its endless function.
+    /// check comes after the ticker's first-check ticks, and its endless
+    /// function.
     fn spinning_call(
         module: &wasmtime::Module,
         ticker: &Ticker,
-        ticks: u64,
     ) -> (Store<PluginState>, wasmtime::TypedFunc<(), ()>) {
         let config = crate::config::RuntimeConfig::default();
         let mut store = Store::new(module.engine(), PluginState::for_manifest(&config));
-        install(&mut store, ticks, ticker);
+        install(&mut store, ticker);
         let instance = wasmtime::Instance::new(&mut store, module, &[]).expect("instance");
         let spin = instance
             .get_typed_func::<(), ()>(&mut store, "spin")
@@ -480,7 +487,7 @@ mod tests {
         let (engine, ticker) = ticker_with_first_check(50);
         let module = wasmtime::Module::new(&engine, SPIN).expect("module");
         eventually("the ticker sleeps", || ticker.asleep());
-        let (store, spin) = spinning_call(&module, &ticker, 50);
+        let (store, spin) = spinning_call(&module, &ticker);
         assert_interrupted(store, spin);
         ticker.stop();
     }
@@ -495,8 +502,8 @@ mod tests {
         eventually("the ticker sleeps", || ticker.asleep());
         let slept = sleeps(&ticker);
         // One call wakes the ticker; the next starts while it is awake.
-        let (_waking, _) = spinning_call(&module, &ticker, 50);
-        let (store, spin) = spinning_call(&module, &ticker, 50);
+        let (_waking, _) = spinning_call(&module, &ticker);
+        let (store, spin) = spinning_call(&module, &ticker);
         eventually("the ticker sleeps again", || sleeps(&ticker) > slept);
         assert_interrupted(store, spin);
         ticker.stop();

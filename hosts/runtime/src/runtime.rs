@@ -332,13 +332,6 @@ impl Runtime {
         &self.capabilities
     }
 
-    /// Epoch ticks before a call's first deadline check: half the
-    /// deadline, so that the first check comes before the deadline even
-    /// when the ticker was idling (`deadline::IDLE_TICKS`).
-    pub(crate) fn deadline_ticks(&self) -> u64 {
-        first_check_ticks(&self.config)
-    }
-
     /// Whether the epoch ticker sleeps until a call starts: no call into a
     /// plugin has run for a while, and the ticker does not wake the process
     /// until one does. For diagnostics and tests.
@@ -471,7 +464,7 @@ impl Runtime {
     fn run_manifest(&self, pre: &GuestPre, origin: &str) -> Result<PluginManifest, LoadError> {
         let mut store = Store::new(&self.engine, PluginState::for_manifest(&self.config));
         store.limiter(|s| &mut s.limits);
-        crate::deadline::install(&mut store, self.deadline_ticks(), &self.ticker);
+        crate::deadline::install(&mut store, &self.ticker);
         let manifest = pre
             .instantiate(&mut store, None)
             .and_then(|mut guest| guest.manifest(&mut store))
@@ -649,8 +642,9 @@ fn check_world_version(pre: &GuestPre, manifest: &PluginManifest) -> Result<(), 
     })
 }
 
-/// Epoch ticks before a call's first deadline check (see
-/// [`Runtime::deadline_ticks`]).
+/// Epoch ticks before a call's first deadline check: half the deadline, so
+/// that the first check comes before the deadline even when the ticker was
+/// idling (`deadline::IDLE_TICKS`).
 fn first_check_ticks(config: &RuntimeConfig) -> u64 {
     let tick = config.epoch_tick.max(Duration::from_micros(100)).as_nanos();
     (config.call_deadline.as_nanos() / 2).div_ceil(tick).max(1) as u64

@@ -193,7 +193,6 @@ pub struct PluginSet {
     slots: Vec<Slot>,
     route_index: RouteMap,
     routes: Vec<Route>,
-    deadline_ticks: u64,
     /// The runtime's epoch ticker, which a call wakes if it sleeps.
     ticker: crate::deadline::Ticker,
     close: Option<CloseRequest>,
@@ -276,7 +275,7 @@ impl PluginSet {
             let state = PluginState::new(&runtime.config, Some(plugin.info.clone()), idx);
             let mut store = Store::new(&runtime.engine, state);
             store.limiter(|s| &mut s.limits);
-            crate::deadline::install(&mut store, runtime.deadline_ticks(), &runtime.ticker);
+            crate::deadline::install(&mut store, &runtime.ticker);
             let guest = plugin
                 .pre
                 .instantiate(&mut store, Some(&plugin.info.manifest))
@@ -298,7 +297,6 @@ impl PluginSet {
             slots,
             route_index,
             routes,
-            deadline_ticks: runtime.deadline_ticks(),
             ticker: runtime.ticker.clone(),
             close: None,
             regs_scratch: Vec::new(),
@@ -337,7 +335,7 @@ impl PluginSet {
         // budget already.
         let first_check = match self.outer_call_started {
             Some(_) => 1,
-            None => self.deadline_ticks,
+            None => self.ticker.first_check_ticks,
         };
         crate::deadline::start_call(&mut live.store, first_check, &self.ticker);
         // A plugin-control callee runs on its caller's CPU budget: time in

@@ -297,6 +297,10 @@ impl Runtime {
         if config.pooling {
             let mut pool = wasmtime::PoolingAllocationConfig::default();
             let n = config.pool_instances;
+            // A returned memory's first 64 KiB are zeroed in place and stay
+            // resident; the rest is decommitted, a system call. The SDK's
+            // plugins start with one 64 KiB page (`.cargo/config.toml`), so
+            // one that did not grow costs none.
             pool.total_component_instances(n)
                 .total_core_instances(n * 4)
                 .total_memories(n)

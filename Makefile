@@ -26,8 +26,11 @@ CLANG ?= clang-14
 C_BINDINGS := $(TARGET_DIR)/c-bindings
 C_FLAGS := --target=wasm32-wasi -Oz -std=c11 -Wall -Wextra -Werror -I$(C_BINDINGS)
 # A reactor without start files: the host calls `init`, not `_start`; no WASI
-# import may remain, since plugins import only the host interface.
-C_LINK_FLAGS := -mexec-model=reactor -nostartfiles -Wl,--no-entry -Wl,--strip-all -Wl,--gc-sections
+# import may remain, since plugins import only the host interface. A 30 KiB
+# stack and one 64 KiB page of initial memory, as for the Rust plugins
+# (.cargo/config.toml): the whole memory stays in the pool's keep-resident
+# window.
+C_LINK_FLAGS := -mexec-model=reactor -nostartfiles -Wl,--no-entry -Wl,--strip-all -Wl,--gc-sections -Wl,-z,stack-size=30720 -Wl,--initial-memory=65536
 # Host-side packages (everything but the wasm plugin crates).
 HOST_PACKAGES := -p corequic-runtime -p corequic-mock -p corequic-sdk -p xtask -p corequic-adapter -p corequic-endpoint -p corequic-quinn -p corequic-quinn-endpoint -p corequic-quiche -p corequic-quiche-endpoint -p corequic-s2n -p corequic-s2n-endpoint -p corequic-s2n-extension -p corequic-neqo -p corequic-neqo-endpoint -p corequic-contract -p corequic-interop -p corequic-conformance -p corequic-book -p corequic-registry -p corequic-cli
 

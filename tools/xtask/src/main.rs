@@ -4,8 +4,9 @@
 //!   for `wasm32-unknown-unknown`, with the component type section that
 //!   `wit-bindgen` embeds) into a component. This is what
 //!   `wasm-tools component new` does, without installing that CLI, then
-//!   drops its custom sections and shortens the names it uses only for its
-//!   own wiring ([`minify`]; the component's type stays the same).
+//!   drops its custom sections, lays it out with two core instances instead
+//!   of three ([`relayout`]) and shortens the names it uses only for its own
+//!   wiring ([`minify`]); the component's type stays the same.
 //! * `wit-doc <wit-dir> <out.md>` renders the markdown reference of the WIT
 //!   package; `wit-doc --check <wit-dir> <out.md>` fails when `out.md` is stale.
 //! * `registry --check <registry.toml>` fails when the codepoint registry and
@@ -23,6 +24,7 @@
 
 mod minify;
 mod patch;
+mod relayout;
 mod releases;
 mod witdoc;
 
@@ -105,6 +107,7 @@ fn componentize(input: &Path, output: &Path) -> Result<()> {
         .encode()
         .with_context(|| format!("encoding {} as a component", input.display()))?;
     let component = strip_custom_sections(&component)?;
+    let component = relayout::relayout(&component)?.unwrap_or(component);
     let component = minify::minify(&component)?;
     std::fs::write(output, component).with_context(|| format!("writing {}", output.display()))
 }

@@ -238,7 +238,7 @@ fn short_name(names: &mut HashMap<String, String>, issued: &mut usize, old: &str
     new
 }
 
-fn header(bytes: &[u8]) -> Result<&[u8]> {
+pub(crate) fn header(bytes: &[u8]) -> Result<&[u8]> {
     bytes
         .get(..PREAMBLE)
         .context("shorter than a module or component header")
@@ -246,7 +246,7 @@ fn header(bytes: &[u8]) -> Result<&[u8]> {
 
 /// The sections of a module or component as (id, content, offset of the
 /// content in `bytes`).
-fn sections(bytes: &[u8]) -> Result<Vec<(u8, &[u8], u64)>> {
+pub(crate) fn sections(bytes: &[u8]) -> Result<Vec<(u8, &[u8], u64)>> {
     let mut list = Vec::new();
     let mut pos = PREAMBLE;
     while pos < bytes.len() {
@@ -264,19 +264,19 @@ fn sections(bytes: &[u8]) -> Result<Vec<(u8, &[u8], u64)>> {
     Ok(list)
 }
 
-fn put(out: &mut Vec<u8>, id: u8, section: &impl Encode) {
+pub(crate) fn put(out: &mut Vec<u8>, id: u8, section: &impl Encode) {
     out.push(id);
     section.encode(out);
 }
 
-fn put_raw(out: &mut Vec<u8>, id: u8, content: &[u8]) {
+pub(crate) fn put_raw(out: &mut Vec<u8>, id: u8, content: &[u8]) {
     out.push(id);
     content.len().encode(out);
     out.extend_from_slice(content);
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use wit_component::{DecodedWasm, WitPrinter};
     use wit_parser::{LiftLowerAbi, ManglingAndAbi, Resolve};
@@ -284,7 +284,12 @@ mod tests {
     /// A component of the `plugin` world of `wit/`, as `wit-component`
     /// encodes it for the SDK's (legacy-mangled) core modules, without its
     /// debug names, as `componentize` gives it to [`minify`].
-    fn plugin_component() -> Vec<u8> {
+    pub(crate) fn plugin_component() -> Vec<u8> {
+        plugin_component_from(|module| module)
+    }
+
+    /// [`plugin_component`] from the dummy core module as `edit` changes it.
+    pub(crate) fn plugin_component_from(edit: impl FnOnce(Vec<u8>) -> Vec<u8>) -> Vec<u8> {
         let mut resolve = Resolve::default();
         let (package, _) = resolve
             .push_path(concat!(env!("CARGO_MANIFEST_DIR"), "/../../wit"))
@@ -293,7 +298,7 @@ mod tests {
             .select_world(&[package], Some("plugin"))
             .expect("the plugin world");
         let mangling = ManglingAndAbi::Legacy(LiftLowerAbi::Sync);
-        let mut module = wit_component::dummy_module(&resolve, world, mangling);
+        let mut module = edit(wit_component::dummy_module(&resolve, world, mangling));
         wit_component::embed_component_metadata(
             &mut module,
             &resolve,
@@ -312,7 +317,7 @@ mod tests {
     }
 
     /// The component's type, as WIT text.
-    fn wit_of(component: &[u8]) -> String {
+    pub(crate) fn wit_of(component: &[u8]) -> String {
         let DecodedWasm::Component(resolve, _) = wit_component::decode(component).expect("decodes")
         else {
             panic!("not a component");

@@ -389,6 +389,18 @@ impl Plan {
         }
 
         let main_info = &kinds[main];
+        // The storage module takes over one memory and at most one 32-bit
+        // table of functions.
+        let movable_table = |t: &wasmparser::TableType| {
+            t.element_type == wasmparser::RefType::FUNCREF && !t.table64 && !t.shared
+        };
+        if main_info.imported_memories > 0
+            || main_info.imported_table.is_some()
+            || main_info.tables.len() > 1
+            || !main_info.tables.iter().all(movable_table)
+        {
+            return Ok(None);
+        }
         let Some(&realloc_func) = main_info.func_exports.get(realloc_name) else {
             return Ok(None);
         };
@@ -893,8 +905,8 @@ fn split_storage(main: &[u8], info: &ModuleInfo, realloc_func: u32) -> Result<(V
     let slot = match info.tables.first() {
         Some(t) => {
             ensure!(
-                t.element_type == wasmparser::RefType::FUNCREF,
-                "a table of functions"
+                t.element_type == wasmparser::RefType::FUNCREF && !t.table64 && !t.shared,
+                "the main module's table is not a 32-bit table of functions"
             );
             t.initial
         }
@@ -1014,7 +1026,12 @@ mod tests {
     /// and the C plugins', has no `_initialize` (wit-component's dummy
     /// module has one, as a WASI reactor does).
     fn plugin_component() -> Vec<u8> {
-        plugin_component_from(|module| {
+        plugin_component_from(without_initialize)
+    }
+
+    /// The dummy module without its `_initialize` export.
+    fn without_initialize(module: Vec<u8>) -> Vec<u8> {
+        {
             let mut out = header(&module).expect("a module").to_vec();
             for (id, content, offset) in sections(&module).expect("sections") {
                 if id != 7 {
@@ -1035,7 +1052,33 @@ mod tests {
                 put(&mut out, 7, &exports);
             }
             out
-        })
+        }
+    }
+
+    /// `module` with a table of external references, which the storage
+    /// module does not take over.
+    fn with_an_externref_table(module: Vec<u8>) -> Vec<u8> {
+        let mut tables = wasm_encoder::TableSection::new();
+        tables.table(wasm_encoder::TableType {
+            element_type: wasm_encoder::RefType::EXTERNREF,
+            minimum: 1,
+            maximum: None,
+            table64: false,
+            shared: false,
+        });
+        let mut out = header(&module).expect("a module").to_vec();
+        let mut added = false;
+        for (id, content, _) in sections(&module).expect("sections") {
+            if id == 4 {
+                panic!("the dummy module has a table already");
+            }
+            if !added && id != 0 && rank(id) > rank(4) {
+                put(&mut out, 4, &tables);
+                added = true;
+            }
+            put_raw(&mut out, id, content);
+        }
+        out
     }
 
     /// The core modules a component instantiates, and the modules that
@@ -1087,6 +1130,14 @@ mod tests {
         // table is filled; nothing would run it without the fixup.
         let reactor = plugin_component_from(|module| module);
         assert!(relayout(&reactor).expect("reads").is_none());
+    }
+
+    #[test]
+    fn a_main_module_with_a_table_the_storage_module_cannot_take_is_left_as_it_is() {
+        let component =
+            plugin_component_from(|module| with_an_externref_table(without_initialize(module)));
+        assert_eq!(core_layout(&component), (3, 1, 0), "wit-component's layout");
+        assert!(relayout(&component).expect("reads").is_none());
     }
 
     #[test]

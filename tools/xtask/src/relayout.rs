@@ -175,6 +175,8 @@ struct Plan {
     /// now defines them.
     new_main: Vec<u8>,
     storage: Vec<u8>,
+    /// What each entry defines.
+    defs: Defines,
 }
 
 impl Plan {
@@ -199,7 +201,7 @@ impl Plan {
         };
         let (Some(main), Some(shim), Some(fixup)) = (
             find(&|m| m.memories == 1),
-            find(&|m| m.imports.is_empty() && m.exported_table.is_some()),
+            find(&|m| m.imports == 0 && m.exported_table.is_some()),
             find(&|m| m.imported_table.is_some() && m.memories == 0),
         ) else {
             return Ok(None);
@@ -425,6 +427,7 @@ impl Plan {
             dropped,
             new_main,
             storage,
+            defs,
         }))
     }
 
@@ -432,15 +435,14 @@ impl Plan {
     /// storage module in the shim's place and the lowered imports moved
     /// before the first argument instance of the main module.
     fn emit(&self, component: &[u8], entries: &[Entry]) -> Result<Vec<u8>> {
-        let defs = defines(entries);
+        let defs = &self.defs;
         let mut out = Output {
             bytes: header(component)?.to_vec(),
             pending: Pending::None,
         };
         let mut remap = Remap::default();
-        let first_arg_instance = self.first_arg_instance;
         for (pos, entry) in entries.iter().enumerate() {
-            if pos == first_arg_instance {
+            if pos == self.first_arg_instance {
                 // The imports that needed the shim, lowered with the storage
                 // module's memory and allocator.
                 remap.lowering_moved = true;
@@ -689,37 +691,39 @@ impl Output {
         }
     }
 
-    fn instances(&mut self) -> &mut wasm_encoder::InstanceSection {
-        if !matches!(self.pending, Pending::Instances(_)) {
+    /// The section being filled, if it holds entries of `get`'s kind, or a
+    /// new one made by `make` after the pending one is written.
+    fn pending<T: Default>(
+        &mut self,
+        make: fn(T) -> Pending,
+        get: fn(&mut Pending) -> Option<&mut T>,
+    ) -> &mut T {
+        if get(&mut self.pending).is_none() {
             self.flush();
-            self.pending = Pending::Instances(wasm_encoder::InstanceSection::new());
+            self.pending = make(T::default());
         }
-        match &mut self.pending {
-            Pending::Instances(s) => s,
-            _ => unreachable!("just made"),
-        }
+        get(&mut self.pending).expect("just made")
+    }
+
+    fn instances(&mut self) -> &mut wasm_encoder::InstanceSection {
+        self.pending(Pending::Instances, |p| match p {
+            Pending::Instances(s) => Some(s),
+            _ => None,
+        })
     }
 
     fn aliases(&mut self) -> &mut wasm_encoder::ComponentAliasSection {
-        if !matches!(self.pending, Pending::Aliases(_)) {
-            self.flush();
-            self.pending = Pending::Aliases(wasm_encoder::ComponentAliasSection::new());
-        }
-        match &mut self.pending {
-            Pending::Aliases(s) => s,
-            _ => unreachable!("just made"),
-        }
+        self.pending(Pending::Aliases, |p| match p {
+            Pending::Aliases(s) => Some(s),
+            _ => None,
+        })
     }
 
     fn canon(&mut self) -> &mut wasm_encoder::CanonicalFunctionSection {
-        if !matches!(self.pending, Pending::Canon(_)) {
-            self.flush();
-            self.pending = Pending::Canon(wasm_encoder::CanonicalFunctionSection::new());
-        }
-        match &mut self.pending {
-            Pending::Canon(s) => s,
-            _ => unreachable!("just made"),
-        }
+        self.pending(Pending::Canon, |p| match p {
+            Pending::Canon(s) => Some(s),
+            _ => None,
+        })
     }
 
     fn module(&mut self, remap: &mut Remap, bytes: &[u8], defines: Option<Core>) {
@@ -758,8 +762,9 @@ impl Output {
 /// What this pass needs to know of a core module.
 #[derive(Default)]
 struct ModuleInfo {
-    /// Imports as (module, name), in order, and which are functions.
-    imports: Vec<(String, String)>,
+    /// How many imports, and the function imports as (module, name), in
+    /// order (their indices).
+    imports: usize,
     func_imports: Vec<(String, String)>,
     imported_table: Option<(String, String)>,
     imported_memories: u32,
@@ -781,7 +786,6 @@ impl ModuleInfo {
     fn read(bytes: &[u8]) -> Result<ModuleInfo> {
         let mut info = ModuleInfo::default();
         let mut bodies = Vec::new();
-        let mut func_imports = 0u32;
         for payload in wasmparser::Parser::new(0).parse_all(bytes) {
             match payload? {
                 wasmparser::Payload::ImportSection(reader) => {
@@ -790,14 +794,13 @@ impl ModuleInfo {
                         let at = (import.module.to_owned(), import.name.to_owned());
                         match import.ty {
                             wasmparser::TypeRef::Func(_) | wasmparser::TypeRef::FuncExact(_) => {
-                                func_imports += 1;
-                                info.func_imports.push(at.clone());
+                                info.func_imports.push(at);
                             }
-                            wasmparser::TypeRef::Table(_) => info.imported_table = Some(at.clone()),
+                            wasmparser::TypeRef::Table(_) => info.imported_table = Some(at),
                             wasmparser::TypeRef::Memory(_) => info.imported_memories += 1,
                             _ => {}
                         }
-                        info.imports.push(at);
+                        info.imports += 1;
                     }
                 }
                 wasmparser::Payload::MemorySection(reader) => {
@@ -861,9 +864,9 @@ impl ModuleInfo {
         }
         // A shim's functions end in `i32.const <slot>; call_indirect`.
         for (name, &index) in &info.func_exports {
-            let Some(body) = index
-                .checked_sub(func_imports)
-                .and_then(|i| bodies.get(i as usize))
+            let Some(body) = (index as usize)
+                .checked_sub(info.func_imports.len())
+                .and_then(|i| bodies.get(i))
             else {
                 continue;
             };
@@ -1188,7 +1191,7 @@ mod tests {
                 }
             }
         }
-        let original_entries = entries_of(&original);
+        let original_entries = super::entries(&original).expect("a component");
         let shim_slots = original_entries
             .iter()
             .filter_map(|e| match e {
@@ -1250,9 +1253,5 @@ mod tests {
             };
             assert_eq!(host, name, "main imports {name}, gets {host}");
         }
-    }
-
-    fn entries_of(component: &[u8]) -> Vec<Entry<'_>> {
-        entries(component).expect("a component")
     }
 }

@@ -16,7 +16,9 @@
 //! advances only by the pacing delays the server asks for, far less than a
 //! PTO, so the client's read keys are not rotated while most of the
 //! datagrams arrive. Without the patch the client drops 18 of the 300
-//! (the 255th to the 272nd), and the test fails.
+//! (the 255th to the 272nd) and the first assertion fails. The close
+//! check passes either way here, since the drops have stopped by the time
+//! it is sent; in the chaos runs the close was among the dropped packets.
 
 use neqo_common::event::Provider as _;
 use neqo_crypto::AuthenticationStatus;

@@ -391,15 +391,11 @@ impl Plan {
         }
 
         let main_info = &kinds[main];
-        // The storage module takes over one memory and at most one 32-bit
-        // table of functions.
-        let movable_table = |t: &wasmparser::TableType| {
-            t.element_type == wasmparser::RefType::FUNCREF && !t.table64 && !t.shared
-        };
+        // The storage module takes over one memory and at most one table.
         if main_info.imported_memories > 0
             || main_info.imported_table.is_some()
             || main_info.tables.len() > 1
-            || !main_info.tables.iter().all(movable_table)
+            || !main_info.tables.iter().all(storage_can_take)
         {
             return Ok(None);
         }
@@ -762,9 +758,9 @@ impl Output {
 /// What this pass needs to know of a core module.
 #[derive(Default)]
 struct ModuleInfo {
-    /// How many imports, and the function imports as (module, name), in
-    /// order (their indices).
+    /// How many imports, of any kind.
     imports: usize,
+    /// The function imports as (module, name), in order (their indices).
     func_imports: Vec<(String, String)>,
     imported_table: Option<(String, String)>,
     imported_memories: u32,
@@ -896,6 +892,13 @@ fn rank(id: u8) -> usize {
     SECTION_ORDER.iter().position(|&x| x == id).unwrap_or(0)
 }
 
+/// Whether the storage module can define `table` in the main module's
+/// place: a 32-bit, unshared table of functions (what `realloc` calls
+/// through).
+fn storage_can_take(table: &wasmparser::TableType) -> bool {
+    table.element_type == wasmparser::RefType::FUNCREF && !table.table64 && !table.shared
+}
+
 /// The main module with its memory and table imported from the storage
 /// module, and an element segment that puts `realloc_func` into the slot
 /// after its table's own; and the storage module.
@@ -908,7 +911,7 @@ fn split_storage(main: &[u8], info: &ModuleInfo, realloc_func: u32) -> Result<(V
     let slot = match info.tables.first() {
         Some(t) => {
             ensure!(
-                t.element_type == wasmparser::RefType::FUNCREF && !t.table64 && !t.shared,
+                storage_can_take(t),
                 "the main module's table is not a 32-bit table of functions"
             );
             t.initial
@@ -1034,28 +1037,25 @@ mod tests {
 
     /// The dummy module without its `_initialize` export.
     fn without_initialize(module: Vec<u8>) -> Vec<u8> {
-        {
-            let mut out = header(&module).expect("a module").to_vec();
-            for (id, content, offset) in sections(&module).expect("sections") {
-                if id != 7 {
-                    put_raw(&mut out, id, content);
-                    continue;
-                }
-                let mut exports = wasm_encoder::ExportSection::new();
-                let reader =
-                    wasmparser::ExportSectionReader::new(BinaryReader::new(content, offset))
-                        .expect("exports");
-                for e in reader {
-                    let e = e.expect("an export");
-                    if e.name != "_initialize" {
-                        let kind = RoundtripReencoder.export_kind(e.kind).expect("a kind");
-                        exports.export(e.name, kind, e.index);
-                    }
-                }
-                put(&mut out, 7, &exports);
+        let mut out = header(&module).expect("a module").to_vec();
+        for (id, content, offset) in sections(&module).expect("sections") {
+            if id != 7 {
+                put_raw(&mut out, id, content);
+                continue;
             }
-            out
+            let mut exports = wasm_encoder::ExportSection::new();
+            let reader = wasmparser::ExportSectionReader::new(BinaryReader::new(content, offset))
+                .expect("exports");
+            for e in reader {
+                let e = e.expect("an export");
+                if e.name != "_initialize" {
+                    let kind = RoundtripReencoder.export_kind(e.kind).expect("a kind");
+                    exports.export(e.name, kind, e.index);
+                }
+            }
+            put(&mut out, 7, &exports);
         }
+        out
     }
 
     /// `module` with a table of external references, which the storage

@@ -167,14 +167,10 @@ fn every_packet_of_a_new_key_phase_is_read_and_so_is_the_close() {
         .expect("stream");
     let data = vec![0x5a; STREAM_BYTES];
     let mut queued = pair.server.stream_send(stream, &data).expect("send");
-    let mut updated = false;
-    for _ in 0..MAX_STEPS {
+    let updated = (0..MAX_STEPS).any(|_| {
         pair.server_datagram_and_reply();
-        if pair.server.initiate_key_update().is_ok() {
-            updated = true;
-            break;
-        }
-    }
+        pair.server.initiate_key_update().is_ok()
+    });
     assert!(updated, "the server could not initiate a key update");
 
     let dropped_before = pair.client.stats().dropped_rx;

@@ -944,7 +944,8 @@ impl Args {
 }
 
 /// An endpoint's `main`: `--capabilities`, the command line, the test name,
-/// then `run` on a tokio runtime, and the exit code of ENDPOINT.md. A run
+/// then `run` on a single-threaded tokio runtime, and the exit code of
+/// ENDPOINT.md. A run
 /// that fails with an error still writes its stats JSON, with the error as
 /// its close reason. `binary` names the program in its messages, `host` the
 /// stack in its stats.
@@ -972,7 +973,16 @@ where
         eprintln!("{binary}: unsupported test `{}`", args.test);
         return ExitCode::from(EXIT_UNSUPPORTED as u8);
     }
-    let tokio = match tokio::runtime::Runtime::new() {
+    // One thread: the stack, its socket and the application share it. On a
+    // multi-thread runtime the connection's driver and the application task
+    // could land on different workers and contend for the connection, which
+    // made a download's CPU time bimodal (about 5,000 or 11,000 context
+    // switches of a quinn server per 500 MB) and a loopback download 35 %
+    // slower (docs/measurements.md, "one thread per endpoint").
+    let tokio = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("{binary}: cannot start tokio: {e}");

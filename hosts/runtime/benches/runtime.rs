@@ -109,6 +109,29 @@ fn benches(c: &mut Criterion) {
                 .expect("call")
         })
     });
+    // The same call after the caches were filled with other data, as a
+    // stack does between two plugin calls: what a call costs in a transfer.
+    c.bench_function("run and return, caches evicted", |b| {
+        let ep = &mut pair.client;
+        let mut other = vec![0u8; 16 << 20];
+        b.iter_custom(|iters| {
+            let mut timed = Duration::ZERO;
+            for i in 0..iters {
+                for line in other.chunks_mut(64) {
+                    line[0] = line[0].wrapping_add(i as u8);
+                }
+                black_box(&other);
+                let start = Instant::now();
+                black_box(
+                    ep.plugins
+                        .plugin_control(&mut ep.conn, 0, &[])
+                        .expect("call"),
+                );
+                timed += start.elapsed();
+            }
+            timed
+        })
+    });
     c.bench_function("input outputs", |b| {
         let ep = &mut pair.client;
         let args = [PluginVal::S64(42), PluginVal::S64(7)];

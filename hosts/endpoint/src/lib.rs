@@ -945,10 +945,9 @@ impl Args {
 
 /// An endpoint's `main`: `--capabilities`, the command line, the test name,
 /// then `run` on a single-threaded tokio runtime, and the exit code of
-/// ENDPOINT.md. A run
-/// that fails with an error still writes its stats JSON, with the error as
-/// its close reason. `binary` names the program in its messages, `host` the
-/// stack in its stats.
+/// ENDPOINT.md. A run that fails with an error still writes its stats JSON,
+/// with the error as its close reason. `binary` names the program in its
+/// messages, `host` the stack in its stats.
 pub fn main<F>(
     binary: &str,
     host: &str,
@@ -977,8 +976,9 @@ where
     // multi-thread runtime the connection's driver and the application task
     // could land on different workers and contend for the connection, which
     // made a download's CPU time bimodal (about 5,000 or 11,000 context
-    // switches of a quinn server per 500 MB) and a loopback download 35 %
-    // slower (docs/measurements.md, "one thread per endpoint").
+    // switches of a quinn server per 500 MB); with one thread a loopback
+    // download is about 35 % faster (docs/measurements.md, "one thread per
+    // endpoint").
     let tokio = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

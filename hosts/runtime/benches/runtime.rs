@@ -110,7 +110,8 @@ fn benches(c: &mut Criterion) {
         })
     });
     // The same call after the caches were filled with other data, as a
-    // stack does between two plugin calls: what a call costs in a transfer.
+    // stack's packet work does between two plugin calls: close to what a
+    // call costs in a transfer (docs/measurements.md).
     c.bench_function("run and return, caches evicted", |b| {
         let ep = &mut pair.client;
         let mut other = vec![0u8; 16 << 20];

@@ -73,6 +73,18 @@ pub fn bind_tokio_udp(addr: SocketAddr) -> Result<tokio::net::UdpSocket, String>
     tokio::net::UdpSocket::from_std(socket).map_err(|e| e.to_string())
 }
 
+/// Write a line to stderr, like `eprintln!`, but drop it when stderr cannot
+/// be written (a runner's log file on a full disk) instead of panicking:
+/// the exit code still tells the outcome (ENDPOINT.md), where a panic would
+/// exit 101.
+#[macro_export]
+macro_rules! complain {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
 /// Tell whoever started this server where it listens: one
 /// [`LISTENING`] line on stdout, flushed at once.
 pub fn announce_listening(addr: SocketAddr) {
@@ -842,11 +854,11 @@ impl ClientTally {
         let (ok, bytes) = match &self.download {
             Some(Ok(n)) => (true, *n),
             Some(Err(e)) => {
-                eprintln!("{binary}: download failed: {e}");
+                complain!("{binary}: download failed: {e}");
                 (false, 0)
             }
             None => {
-                eprintln!("{binary}: the connection closed before the download ended");
+                complain!("{binary}: the connection closed before the download ended");
                 (false, 0)
             }
         };
@@ -964,12 +976,12 @@ where
     let args = match Args::parse(std::env::args().skip(1)) {
         Ok(args) => args,
         Err(e) => {
-            eprintln!("{binary}: {e}\n{USAGE}");
+            complain!("{binary}: {e}\n{USAGE}");
             return ExitCode::from(EXIT_FAIL as u8);
         }
     };
     if !args.test_supported() {
-        eprintln!("{binary}: unsupported test `{}`", args.test);
+        complain!("{binary}: unsupported test `{}`", args.test);
         return ExitCode::from(EXIT_UNSUPPORTED as u8);
     }
     // One thread: the stack, its socket and the application share it. On a
@@ -985,7 +997,7 @@ where
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("{binary}: cannot start tokio: {e}");
+            complain!("{binary}: cannot start tokio: {e}");
             return ExitCode::from(EXIT_FAIL as u8);
         }
     };
@@ -994,10 +1006,10 @@ where
         Ok(true) => EXIT_PASS,
         Ok(false) => EXIT_FAIL,
         Err(e) => {
-            eprintln!("{binary}: {e}");
+            complain!("{binary}: {e}");
             let failed = Stats::failed(host, &reported, &e);
             if let Err(w) = failed.write(reported.stats.as_ref()) {
-                eprintln!("{binary}: {w}");
+                complain!("{binary}: {w}");
             }
             EXIT_FAIL
         }

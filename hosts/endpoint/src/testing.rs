@@ -288,7 +288,9 @@ pub fn assert_unknown_test_exits_127(binary: &str) {
     assert_eq!(status.code(), Some(127), "{binary}");
 }
 
-/// Bad arguments exit 1 with a message naming the problem.
+/// Bad arguments exit 1 with a message naming the problem, and exit 1 too
+/// when the message cannot be written (stderr on a full device, as a log
+/// file on a full disk), not with a panic's 101.
 pub fn assert_bad_arguments_exit_1(binary: &str) {
     let out = Command::new(binary)
         .args(["--role", "sideways"])
@@ -300,6 +302,19 @@ pub fn assert_bad_arguments_exit_1(binary: &str) {
         "{binary}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    #[cfg(target_os = "linux")]
+    {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .expect("/dev/full");
+        let status = Command::new(binary)
+            .args(["--role", "sideways"])
+            .stderr(full)
+            .status()
+            .expect("run endpoint");
+        assert_eq!(status.code(), Some(1), "{binary}, stderr on /dev/full");
+    }
 }
 
 /// A plugin that fails to load (missing file, ABI mismatch, ...) exits 1

@@ -252,7 +252,7 @@ async fn client(
             // leave the server to its idle timeout (CQ-LIMIT-9).
             endpoint.wait_idle().await;
             let why = describe_handshake_failure(pending.as_ref(), &e);
-            eprintln!("quinn-endpoint: handshake: {why}");
+            corequic_endpoint::complain!("quinn-endpoint: handshake: {why}");
             // The plugins' counters say which one failed, and why.
             let mut stats = Stats::failed("quinn", args, &format!("handshake: {why}"));
             stats.plugins = pending

@@ -194,8 +194,8 @@ async fn server(args: &Args, setup: Setup) -> Result<bool, String> {
         for s in streams {
             match s.await {
                 Ok(Ok(n)) => tally.served += n,
-                Ok(Err(e)) => eprintln!("s2n-endpoint: stream: {e}"),
-                Err(e) => eprintln!("s2n-endpoint: stream task: {e}"),
+                Ok(Err(e)) => corequic_endpoint::complain!("s2n-endpoint: stream: {e}"),
+                Err(e) => corequic_endpoint::complain!("s2n-endpoint: stream task: {e}"),
             }
         }
         tally.controls.extend(scheduled.await.unwrap_or_default());
@@ -221,7 +221,7 @@ async fn server(args: &Args, setup: Setup) -> Result<bool, String> {
         match tokio::time::timeout(Duration::from_secs(5), events.freed.recv()).await {
             Ok(Some(_)) => {}
             _ => {
-                eprintln!("s2n-endpoint: a connection was not freed within 5 s");
+                corequic_endpoint::complain!("s2n-endpoint: a connection was not freed within 5 s");
                 break;
             }
         }
@@ -257,7 +257,9 @@ async fn next_report(
     match tokio::time::timeout(Duration::from_secs(5), reports.recv()).await {
         Ok(Some(report)) => Some(report),
         _ => {
-            eprintln!("s2n-endpoint: a connection's plugin report did not arrive");
+            corequic_endpoint::complain!(
+                "s2n-endpoint: a connection's plugin report did not arrive"
+            );
             None
         }
     }

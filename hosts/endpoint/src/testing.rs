@@ -292,8 +292,9 @@ pub fn assert_unknown_test_exits_127(binary: &str) {
 /// when the message cannot be written (stderr on a full device, as a log
 /// file on a full disk), not with a panic's 101.
 pub fn assert_bad_arguments_exit_1(binary: &str) {
+    const BAD: [&str; 2] = ["--role", "sideways"];
     let out = Command::new(binary)
-        .args(["--role", "sideways"])
+        .args(BAD)
         .output()
         .expect("run endpoint");
     assert_eq!(out.status.code(), Some(1), "{binary}");
@@ -309,7 +310,7 @@ pub fn assert_bad_arguments_exit_1(binary: &str) {
             .open("/dev/full")
             .expect("/dev/full");
         let status = Command::new(binary)
-            .args(["--role", "sideways"])
+            .args(BAD)
             .stderr(full)
             .status()
             .expect("run endpoint");

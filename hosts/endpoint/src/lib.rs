@@ -167,6 +167,7 @@ pub struct Args {
 pub const USAGE: &str = "\
 usage: ENDPOINT --role client|server --addr HOST:PORT --test NAME [options]
        ENDPOINT --capabilities   print the host's capabilities as JSON
+       ENDPOINT --help           print this text
   --plugin PATH[=GRANTS]   load a plugin component (repeatable, in order);
                            GRANTS e.g. all | read=is-server,perm=logging
   --size BYTES             client: bytes to GET (default 1000000)
@@ -175,7 +176,7 @@ usage: ENDPOINT --role client|server --addr HOST:PORT --test NAME [options]
   --stats FILE             write the stats JSON there
   --qlog DIR               write DIR/<role>.qlog (JSON-SEQ qlog)
   --connections N          server: exit after N connections (default 1; 0 = forever)
-  --timeout SECONDS        give up after this long (default 60)
+  --timeout SECONDS        give up after this long, and fail (default 60)
   --inject-fault NAME      testing only: deviate from the spec in one way
                            (names: corequic_runtime::InjectedFault)
 exit codes: 0 pass, 1 fail, 127 unsupported test";
@@ -270,7 +271,7 @@ impl Args {
                         .ok_or_else(|| format!("unknown fault `{v}` for --inject-fault"))?;
                     parsed.injected_faults = parsed.injected_faults.with(fault);
                 }
-                other => return Err(format!("unknown option `{other}`\n{USAGE}")),
+                other => return Err(format!("unknown option `{other}`")),
             }
         }
         parsed.role = role.ok_or("--role is required")?;
@@ -786,6 +787,8 @@ pub struct ServerTally {
     pub plugins: Vec<PluginStats>,
     /// The plugin-control calls made.
     pub controls: Vec<ControlResult>,
+    /// The server reached its `--timeout` first ([`ServerTally::time_out`]).
+    timed_out: bool,
 }
 
 impl ServerTally {
@@ -794,18 +797,36 @@ impl ServerTally {
         args.connections == 0 || self.handled < args.connections
     }
 
+    /// The server's `--timeout` passed before it had handled its
+    /// `--connections` (or, with `--connections 0`, at all): the run fails
+    /// (ENDPOINT.md), and its stats keep what it saw until then.
+    pub fn time_out(&mut self, args: &Args) {
+        self.timed_out = true;
+        self.close = Some(timed_out(args.timeout));
+    }
+
     /// Write the stats JSON of the server run on `host` that started at
     /// `started`, with the plugins' log lines of `logs`. A server that
-    /// reaches its end passes: the client judges the transfer.
+    /// reaches its end passes, the client judges the transfer; one that
+    /// timed out fails, and says so on stderr (`binary` names the program).
     pub fn finish(
         self,
+        binary: &str,
         host: &str,
         args: &Args,
         started: std::time::Instant,
         logs: &Logs,
     ) -> Result<bool, String> {
+        if self.timed_out {
+            complain!(
+                "{binary}: {} ({} of {} connections handled)",
+                timed_out(args.timeout),
+                self.handled,
+                args.connections
+            );
+        }
         let stats = Stats {
-            ok: true,
+            ok: !self.timed_out,
             bytes: self.served,
             duration_ms: started.elapsed().as_secs_f64() * 1e3,
             close: self.close,
@@ -879,6 +900,12 @@ impl ClientTally {
     }
 }
 
+/// Why a run that reached its `--timeout` failed, in the same words on
+/// every host (stderr and the stats' `close`).
+pub fn timed_out(timeout: Duration) -> String {
+    format!("timed out after {timeout:?}")
+}
+
 /// How a close that a connection's own plugins caused (a defining plugin
 /// faulted, or refused a transport parameter) is told in the stats JSON.
 pub fn describe_plugins_close(code: u64, reason: &str) -> String {
@@ -889,6 +916,12 @@ pub fn describe_plugins_close(code: u64, reason: &str) -> String {
 /// (`--capabilities`, ENDPOINT.md) instead of a run.
 pub fn capabilities_requested() -> bool {
     std::env::args().skip(1).any(|a| a == "--capabilities")
+}
+
+/// Whether the command line asks for the usage text (`--help` or `-h`)
+/// instead of a run.
+pub fn help_requested() -> bool {
+    std::env::args().skip(1).any(|a| a == "--help" || a == "-h")
 }
 
 /// The host's capabilities as the JSON object `--capabilities` prints: the
@@ -970,8 +1003,26 @@ where
     F: Future<Output = Result<bool, String>>,
 {
     if capabilities_requested() {
-        println!("{}", capabilities_json(&capabilities));
-        return ExitCode::SUCCESS;
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        // `println!` would panic (exit 101) on a stdout that cannot be
+        // written; the contract's failure is exit 1 with a message.
+        return match writeln!(out, "{}", capabilities_json(&capabilities)).and_then(|_| out.flush())
+        {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                complain!("{binary}: writing the capabilities: {e}");
+                ExitCode::from(EXIT_FAIL as u8)
+            }
+        };
+    }
+    if help_requested() {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        return match writeln!(out, "{USAGE}").and_then(|_| out.flush()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(_) => ExitCode::from(EXIT_FAIL as u8),
+        };
     }
     let args = match Args::parse(std::env::args().skip(1)) {
         Ok(args) => args,

@@ -225,8 +225,8 @@ impl Run {
     }
 }
 
-/// Run `server` and `client` for `test` (the client GETs `size` bytes).
-pub fn run(client: &Side, server: &Side, test: &str, size: u64) -> Run {
+/// A fresh folder for one test run's files.
+fn run_folder() -> PathBuf {
     static RUNS: AtomicU64 = AtomicU64::new(0);
     let dir = std::env::temp_dir().join(format!(
         "corequic-endpoint-test-{}-{}",
@@ -234,6 +234,12 @@ pub fn run(client: &Side, server: &Side, test: &str, size: u64) -> Run {
         RUNS.fetch_add(1, Ordering::Relaxed)
     ));
     std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+/// Run `server` and `client` for `test` (the client GETs `size` bytes).
+pub fn run(client: &Side, server: &Side, test: &str, size: u64) -> Run {
+    let dir = run_folder();
     let (server_stats, client_stats) = (dir.join("server.json"), dir.join("client.json"));
     let plugin_args = |plugins: &[String]| -> Vec<String> {
         plugins
@@ -277,6 +283,106 @@ pub fn run(client: &Side, server: &Side, test: &str, size: u64) -> Run {
     run
 }
 
+/// The command line and exit codes of ENDPOINT.md that need no peer,
+/// checked on any endpoint binary: every check below.
+pub fn assert_endpoint_contract(binary: &str) {
+    assert_unknown_test_exits_127(binary);
+    assert_bad_arguments_exit_1(binary);
+    assert_help_prints_the_usage(binary);
+    assert_capabilities_print_json(binary);
+    assert_server_timeout_fails(binary);
+}
+
+/// `/dev/full`, where every write fails: a runner's log file on a full disk.
+#[cfg(target_os = "linux")]
+fn full_device() -> std::fs::File {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("/dev/full")
+}
+
+/// `--help` prints the usage on stdout and exits 0; an unknown option exits
+/// 1 and names it, with the usage once.
+pub fn assert_help_prints_the_usage(binary: &str) {
+    let out = Command::new(binary)
+        .arg("--help")
+        .output()
+        .expect("run endpoint");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{binary} --help");
+    assert!(stdout.starts_with("usage: "), "{binary}: {stdout}");
+    assert!(stdout.contains("--timeout"), "{binary}: {stdout}");
+
+    let out = Command::new(binary)
+        .args(["--role", "client", "--no-such-option"])
+        .output()
+        .expect("run endpoint");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{binary}: {stderr}");
+    assert!(
+        stderr.contains("unknown option `--no-such-option`"),
+        "{binary}: {stderr}"
+    );
+    assert_eq!(stderr.matches("usage: ").count(), 1, "{binary}: {stderr}");
+}
+
+/// `--capabilities` prints one JSON object with the ABI version and the
+/// field and routine lists and exits 0; on a stdout that cannot be written
+/// it exits 1, not with a panic's 101.
+pub fn assert_capabilities_print_json(binary: &str) {
+    let out = Command::new(binary)
+        .arg("--capabilities")
+        .output()
+        .expect("run endpoint");
+    assert_eq!(out.status.code(), Some(0), "{binary} --capabilities");
+    let caps: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{binary} --capabilities: {e}"));
+    assert!(caps["abi_version"].is_string(), "{binary}: {caps}");
+    for list in ["readable", "writable", "routines"] {
+        assert!(caps[list].is_array(), "{binary}: `{list}` in {caps}");
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let status = Command::new(binary)
+            .arg("--capabilities")
+            .stdout(full_device())
+            .stderr(Stdio::null())
+            .status()
+            .expect("run endpoint");
+        assert_eq!(status.code(), Some(1), "{binary}, stdout on /dev/full");
+    }
+}
+
+/// A server that has not handled its `--connections` when `--timeout`
+/// passes fails: exit 1, a message on stderr, and stats with `ok: false`
+/// whose `close` says it timed out.
+pub fn assert_server_timeout_fails(binary: &str) {
+    let dir = run_folder();
+    let stats = dir.join("server.json");
+    let out = Command::new(binary)
+        .args(["--role", "server", "--addr", "127.0.0.1:0"])
+        .args(["--test", "transfer", "--timeout", "1"])
+        .args(["--stats", &stats.display().to_string()])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run endpoint");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{binary}: {stderr}");
+    assert!(stderr.contains("timed out after 1s"), "{binary}: {stderr}");
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&stats).expect("server stats")).expect("json");
+    assert_eq!(json["role"], "server", "{binary}: {json}");
+    assert_eq!(json["ok"], false, "{binary}: {json}");
+    assert!(
+        json["close"]
+            .as_str()
+            .is_some_and(|c| c.contains("timed out after 1s")),
+        "{binary}: {json}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// ENDPOINT.md's exit codes, checked on any endpoint binary: an unknown
 /// test exits 127 (the runner's "unsupported").
 pub fn assert_unknown_test_exits_127(binary: &str) {
@@ -305,13 +411,9 @@ pub fn assert_bad_arguments_exit_1(binary: &str) {
     );
     #[cfg(target_os = "linux")]
     {
-        let full = std::fs::OpenOptions::new()
-            .write(true)
-            .open("/dev/full")
-            .expect("/dev/full");
         let status = Command::new(binary)
             .args(BAD)
-            .stderr(full)
+            .stderr(full_device())
             .status()
             .expect("run endpoint");
         assert_eq!(status.code(), Some(1), "{binary}, stderr on /dev/full");

@@ -452,7 +452,7 @@ async fn server(args: &Args, logs: &Logs) -> Result<bool, String> {
             continue;
         }
         if started.elapsed() >= args.timeout {
-            tally.close = Some(format!("timed out after {:?}", args.timeout));
+            tally.time_out(args);
             break;
         }
         let deadline = connections
@@ -469,7 +469,7 @@ async fn server(args: &Args, logs: &Logs) -> Result<bool, String> {
             .extend(plugin_stats(&mut conn, Instant::now()));
         tally.controls.append(&mut s.controls.results);
     }
-    tally.finish("neqo", args, started, logs)
+    tally.finish("neqo-endpoint", "neqo", args, started, logs)
 }
 
 /// The client: one download, checked byte by byte.
@@ -633,7 +633,7 @@ async fn client(args: &Args, logs: &Logs) -> Result<bool, String> {
         duration: download.duration.unwrap_or_default(),
         handshake,
         close: if timed_out {
-            Some(format!("timed out after {:?}", args.timeout))
+            Some(corequic_endpoint::timed_out(args.timeout))
         } else {
             close_reason(&mut conn, now)
         },

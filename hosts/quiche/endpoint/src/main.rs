@@ -155,7 +155,7 @@ async fn server(args: &Args, logs: Logs) -> Result<bool, String> {
         let remaining = args.timeout.saturating_sub(started.elapsed());
         let Ok(initial) = tokio::time::timeout(remaining, driver::wait_for_initial(&socket)).await
         else {
-            tally.close = Some(format!("no connection within {:?}", args.timeout));
+            tally.time_out(args);
             break;
         };
         let (first, peer, _dcid) = initial?;
@@ -176,7 +176,7 @@ async fn server(args: &Args, logs: Logs) -> Result<bool, String> {
         match tokio::time::timeout(remaining, run).await {
             Ok(r) => r?,
             Err(_) => {
-                tally.close = Some(format!("timed out after {:?}", args.timeout));
+                tally.time_out(args);
                 tally.controls.extend(app.controls.results);
                 tally.plugins.extend(plugin_stats(&mut conn));
                 break;
@@ -189,7 +189,7 @@ async fn server(args: &Args, logs: Logs) -> Result<bool, String> {
         tally.controls.extend(app.controls.results);
         tally.plugins.extend(plugin_stats(&mut conn));
     }
-    tally.finish("quiche", args, started, &logs)
+    tally.finish("quiche-endpoint", "quiche", args, started, &logs)
 }
 
 async fn client(args: &Args, logs: Logs) -> Result<bool, String> {
@@ -225,7 +225,7 @@ async fn client(args: &Args, logs: Logs) -> Result<bool, String> {
         duration: client.duration.unwrap_or_default(),
         handshake: app.handshake,
         close: if timed_out {
-            Some(format!("timed out after {:?}", args.timeout))
+            Some(corequic_endpoint::timed_out(args.timeout))
         } else {
             close_reason(&conn)
         },

@@ -5,8 +5,7 @@
 //! interop runner.
 
 use corequic_endpoint::testing::{
-    Run, Side, assert_bad_arguments_exit_1, assert_failed_plugin_load_exits_1,
-    assert_unknown_test_exits_127, run,
+    Run, Side, assert_endpoint_contract, assert_failed_plugin_load_exits_1, run,
 };
 
 const QUICHE: &str = env!("CARGO_BIN_EXE_quiche-endpoint");
@@ -37,13 +36,8 @@ fn assert_download(run: &Run, size: u64) {
 }
 
 #[test]
-fn an_unknown_test_exits_127() {
-    assert_unknown_test_exits_127(QUICHE);
-}
-
-#[test]
-fn bad_arguments_exit_1_with_a_message() {
-    assert_bad_arguments_exit_1(QUICHE);
+fn the_endpoint_contract_holds() {
+    assert_endpoint_contract(QUICHE);
 }
 
 #[test]

@@ -85,7 +85,7 @@ async fn run(args: Args) -> Result<bool, String> {
     };
     tokio::time::timeout(deadline, work)
         .await
-        .map_err(|_| format!("timed out after {deadline:?}"))?
+        .map_err(|_| corequic_endpoint::timed_out(deadline))?
 }
 
 /// The close the connection's own plugins made (a defining plugin faulted),
@@ -206,7 +206,7 @@ async fn server(
     // driver: exiting now could leave the peer to its idle timeout
     // (CQ-LIMIT-9).
     endpoint.wait_idle().await;
-    tally.finish("quinn", args, started, &logs)
+    tally.finish("quinn-endpoint", "quinn", args, started, &logs)
 }
 
 async fn run_controls(

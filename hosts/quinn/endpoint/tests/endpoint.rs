@@ -1,9 +1,7 @@
 //! The `quinn-endpoint` binary against itself over loopback: the endpoint
 //! contract of `interop-runner/ENDPOINT.md` (flags, exit codes, stats JSON).
 
-use corequic_endpoint::testing::{
-    assert_bad_arguments_exit_1, assert_unknown_test_exits_127, start_server,
-};
+use corequic_endpoint::testing::{assert_endpoint_contract, start_server};
 use std::process::Command;
 
 const ENDPOINT: &str = env!("CARGO_BIN_EXE_quinn-endpoint");
@@ -15,13 +13,8 @@ fn plugin(name: &str) -> String {
 }
 
 #[test]
-fn an_unknown_test_exits_127() {
-    assert_unknown_test_exits_127(ENDPOINT);
-}
-
-#[test]
-fn bad_arguments_exit_1_with_a_message() {
-    assert_bad_arguments_exit_1(ENDPOINT);
+fn the_endpoint_contract_holds() {
+    assert_endpoint_contract(ENDPOINT);
 }
 
 #[test]

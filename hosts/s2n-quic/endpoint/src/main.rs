@@ -77,7 +77,7 @@ async fn run(args: Args) -> Result<bool, String> {
     };
     tokio::time::timeout(deadline, work)
         .await
-        .map_err(|_| format!("timed out after {deadline:?}"))?
+        .map_err(|_| corequic_endpoint::timed_out(deadline))?
 }
 
 /// The endpoint's UDP socket: bound to `addr`, with socket buffers of
@@ -226,7 +226,7 @@ async fn server(args: &Args, setup: Setup) -> Result<bool, String> {
             }
         }
     }
-    tally.finish("s2n-quic", args, started, &setup.logs)
+    tally.finish("s2n-endpoint", "s2n-quic", args, started, &setup.logs)
 }
 
 /// The plugins' counters of a connection out of the API's reach, and `close`

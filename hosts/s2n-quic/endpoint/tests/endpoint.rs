@@ -8,8 +8,7 @@
 //! folder (`make test` builds every host).
 
 use corequic_endpoint::testing::{
-    Side, assert_bad_arguments_exit_1, assert_failed_plugin_load_exits_1,
-    assert_unknown_test_exits_127, run, sibling_binary,
+    Side, assert_endpoint_contract, assert_failed_plugin_load_exits_1, run, sibling_binary,
 };
 
 const S2N: &str = env!("CARGO_BIN_EXE_s2n-endpoint");
@@ -31,13 +30,8 @@ fn pairs() -> Vec<(String, String, String)> {
 }
 
 #[test]
-fn an_unknown_test_exits_127() {
-    assert_unknown_test_exits_127(S2N);
-}
-
-#[test]
-fn bad_arguments_exit_1_with_a_message() {
-    assert_bad_arguments_exit_1(S2N);
+fn the_endpoint_contract_holds() {
+    assert_endpoint_contract(S2N);
 }
 
 #[test]

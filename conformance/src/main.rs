@@ -298,6 +298,21 @@ fn main_with(args: &[String]) -> Result<bool, String> {
     let Some(command) = args.first() else {
         return Err(USAGE.into());
     };
+    // Before the kit is loaded: help and a misspelt command need no
+    // repository.
+    match command.as_str() {
+        "help" | "--help" | "-h" => {
+            use std::io::Write;
+            // `print!` would panic on a stdout that cannot be written.
+            let mut out = std::io::stdout().lock();
+            write!(out, "{USAGE}")
+                .and_then(|_| out.flush())
+                .map_err(|e| format!("writing the usage: {e}"))?;
+            return Ok(true);
+        }
+        "coverage" | "run" | "all" | "chaos" => {}
+        other => return Err(format!("unknown command {other}\n{USAGE}")),
+    }
     let o = parse(&args[1..])?;
     let kit = load_kit(&o)?;
     let out = o
@@ -334,10 +349,6 @@ fn main_with(args: &[String]) -> Result<bool, String> {
             finish(&o, &kit, reports)
         }
         "chaos" => chaos(&o),
-        "help" | "--help" | "-h" => {
-            print!("{USAGE}");
-            Ok(true)
-        }
         other => Err(format!("unknown command {other}\n{USAGE}")),
     }
 }

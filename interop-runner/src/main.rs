@@ -131,7 +131,6 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
                     })?;
                 o.queue_bytes = Some(bytes);
             }
-            "-h" | "--help" => return Err(USAGE.into()),
             other => return Err(format!("unknown option `{other}`\n{USAGE}")),
         }
     }
@@ -397,8 +396,22 @@ fn perf(args: &[String]) -> Result<bool, String> {
     Ok(cells.iter().all(|c| c.ratio().is_some()))
 }
 
+/// `--help`: the usage on stdout, exit 0 (1 if stdout cannot be written,
+/// where `println!` would panic).
+fn print_usage() -> ExitCode {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{USAGE}").and_then(|_| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(_) => ExitCode::FAILURE,
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        return print_usage();
+    }
     let outcome = match args.first().map(String::as_str) {
         Some("check-report") => check_report(&args[1..]),
         Some("perf") => perf(&args[1..]),

@@ -207,9 +207,10 @@ test: plugins patch-check check-wit-doc check-registry fmt-check lint test-upstr
 	$(MAKE) --no-print-directory chaos SEEDS=$(TEST_CHAOS_SEEDS) ALSO_SEEDS=$(CHAOS_REGRESSION_SEEDS)
 	$(MAKE) --no-print-directory docs-check
 
-## bench: criterion benchmarks of the runtime through the mock host.
+## bench: criterion benchmarks of the runtime through the mock host, and
+## the floor under a call (wasmtime's own core and component calls).
 bench: plugins
-	$(CARGO) bench -p corequic-runtime --bench runtime
+	$(CARGO) bench -p corequic-runtime --bench runtime --bench floor
 
 ## bench-pluginop: pluginop's criterion benches and ours back to back, with
 ## the ratios (PLUGINOP=a checkout of github.com/core-quic/pluginop).

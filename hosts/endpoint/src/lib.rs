@@ -818,11 +818,14 @@ impl ServerTally {
         logs: &Logs,
     ) -> Result<bool, String> {
         if self.timed_out {
+            let wanted = match args.connections {
+                0 => String::new(),
+                n => format!(" of {n}"),
+            };
             complain!(
-                "{binary}: {} ({} of {} connections handled)",
+                "{binary}: {} ({}{wanted} connections handled)",
                 timed_out(args.timeout),
                 self.handled,
-                args.connections
             );
         }
         let stats = Stats {
@@ -918,6 +921,16 @@ pub fn capabilities_requested() -> bool {
     std::env::args().skip(1).any(|a| a == "--capabilities")
 }
 
+/// Write `text` and a newline to stdout and flush it: an error where
+/// `println!` would panic (exit 101) on a stdout that cannot be written,
+/// so that the endpoint exits 1 as the contract says.
+fn print_line(text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{text}")?;
+    out.flush()
+}
+
 /// Whether the command line asks for the usage text (`--help` or `-h`)
 /// instead of a run.
 pub fn help_requested() -> bool {
@@ -1003,12 +1016,7 @@ where
     F: Future<Output = Result<bool, String>>,
 {
     if capabilities_requested() {
-        use std::io::Write;
-        let mut out = std::io::stdout().lock();
-        // `println!` would panic (exit 101) on a stdout that cannot be
-        // written; the contract's failure is exit 1 with a message.
-        return match writeln!(out, "{}", capabilities_json(&capabilities)).and_then(|_| out.flush())
-        {
+        return match print_line(&capabilities_json(&capabilities)) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 complain!("{binary}: writing the capabilities: {e}");
@@ -1017,9 +1025,7 @@ where
         };
     }
     if help_requested() {
-        use std::io::Write;
-        let mut out = std::io::stdout().lock();
-        return match writeln!(out, "{USAGE}").and_then(|_| out.flush()) {
+        return match print_line(USAGE) {
             Ok(()) => ExitCode::SUCCESS,
             Err(_) => ExitCode::from(EXIT_FAIL as u8),
         };

@@ -15,12 +15,12 @@
 //!
 //! Needs the plugin components for the runtime's call: `make plugins`.
 
-use corequic_mock::MockPair;
-use corequic_runtime::abi::{PacketType, PnSpace, SendContext, SendPosition};
-use corequic_runtime::{Grants, HostCapabilities, Runtime, RuntimeConfig};
+mod common;
+
+use common::{bench_pair, send_ctx};
+use corequic_runtime::{HostCapabilities, Runtime, RuntimeConfig};
 use criterion::{Criterion, criterion_group, criterion_main};
 use std::hint::black_box;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use wasm_encoder::{
     CanonicalOption, CodeSection, ComponentBuilder, ComponentExportKind, ComponentValType,
@@ -37,14 +37,6 @@ const FRAME_MAX_DATA: u64 = 0x3f5e;
 /// Bytes written between two timed calls: more than this machine's L2 and
 /// half its L3.
 const EVICT_BYTES: usize = 16 << 20;
-
-fn plugin_bytes(name: &str) -> Vec<u8> {
-    let dir = std::env::var_os("COREQUIC_PLUGIN_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../build/plugins"));
-    let path = dir.join(format!("{name}.wasm"));
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e} (run `make plugins`)", path.display()))
-}
 
 /// A memory of one page, exported as `memory` when `export` is set.
 fn one_page() -> MemorySection {
@@ -280,26 +272,8 @@ fn benches(c: &mut Criterion) {
     // deadline, the call scope), the plugin's SDK glue and its types.
     let runtime =
         Runtime::new(RuntimeConfig::default(), HostCapabilities::full()).expect("runtime");
-    let bench = runtime
-        .load_bytes("test-bench", &plugin_bytes("test-bench"), &Grants::all())
-        .expect("load");
-    let mut pair = MockPair::new(
-        &runtime,
-        std::slice::from_ref(&bench),
-        std::slice::from_ref(&bench),
-        1200,
-        0,
-    )
-    .expect("pair");
-    pair.handshake();
-    let ctx = SendContext {
-        packet_type: PacketType::OneRtt,
-        space: PnSpace::ApplicationData,
-        packet_number: 1,
-        position: SendPosition::AfterAck,
-        room: 1200,
-        now: 0,
-    };
+    let mut pair = bench_pair(&runtime);
+    let ctx = send_ctx(1);
     let ep = &mut pair.client;
     assert_eq!(
         ep.plugins

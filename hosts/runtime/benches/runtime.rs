@@ -5,40 +5,22 @@
 //!
 //! Needs the plugin components: `make bench` builds them first.
 
+mod common;
+
+use common::{bench_pair, plugin_bytes, send_ctx};
 use corequic_mock::{MockPair, get_varint, put_varint};
 use corequic_runtime::abi::{
     AckFrame, FieldId, FieldRef, Frame, FrameOutcome, PacketType, PluginVal, PnSpace, RxContext,
-    SendContext, SendPosition,
 };
 use corequic_runtime::{
     Compiler, Grants, HostCapabilities, HostConnection, Runtime, RuntimeConfig, WrittenFrame,
 };
 use criterion::{Criterion, criterion_group, criterion_main};
 use std::hint::black_box;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 const FRAME_MAX_DATA: u64 = 0x3f5e;
 const FRAME_DUMMY: u64 = 0x42;
-
-fn plugin_bytes(name: &str) -> Vec<u8> {
-    let dir = std::env::var_os("COREQUIC_PLUGIN_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../build/plugins"));
-    let path = dir.join(format!("{name}.wasm"));
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e} (run `make plugins`)", path.display()))
-}
-
-fn send_ctx(pn: u64) -> SendContext {
-    SendContext {
-        packet_type: PacketType::OneRtt,
-        space: PnSpace::ApplicationData,
-        packet_number: pn,
-        position: SendPosition::AfterAck,
-        room: 1200,
-        now: 0,
-    }
-}
 
 fn rx_ctx(pn: u64) -> RxContext {
     RxContext {
@@ -87,19 +69,10 @@ fn benches(c: &mut Criterion) {
             .load_bytes(name, &plugin_bytes(name), &Grants::all())
             .expect("load")
     };
-    let bench = load("test-bench");
     let dummy = load("dummy");
     let reference = [load("padding"), load("probe"), load("bdp"), dummy.clone()];
 
-    let mut pair = MockPair::new(
-        &runtime,
-        std::slice::from_ref(&bench),
-        std::slice::from_ref(&bench),
-        1200,
-        0,
-    )
-    .expect("pair");
-    pair.handshake();
+    let mut pair = bench_pair(&runtime);
 
     c.bench_function("run and return", |b| {
         let ep = &mut pair.client;
@@ -336,18 +309,7 @@ fn benches(c: &mut Criterion) {
                 .expect("load")
         })
     });
-    let winch_bench = winch
-        .load_bytes("test-bench", &plugin_bytes("test-bench"), &Grants::all())
-        .expect("load");
-    let mut winch_pair = MockPair::new(
-        &winch,
-        std::slice::from_ref(&winch_bench),
-        std::slice::from_ref(&winch_bench),
-        1200,
-        0,
-    )
-    .expect("pair");
-    winch_pair.handshake();
+    let mut winch_pair = bench_pair(&winch);
     group.bench_function("run and return", |b| {
         let ep = &mut winch_pair.client;
         b.iter(|| {

@@ -9,6 +9,7 @@
 pub mod testing;
 #[cfg(feature = "rustls")]
 pub mod tls;
+pub mod udp;
 
 use corequic_adapter::Attachment;
 use corequic_runtime::abi::PluginVal;

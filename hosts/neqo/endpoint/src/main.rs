@@ -6,14 +6,16 @@
 //! neqo is sans-IO and single-threaded: one loop feeds it datagrams from a
 //! tokio UDP socket, sends what it writes, runs the application on its
 //! events, and sleeps until the delay neqo asks for (which includes the
-//! plugins' timers), a `--control` call, or the next datagram. Datagrams are
-//! read with quinn-udp, which reports each one's ECN codepoint (neqo counts
-//! them for its ACK_ECN frames) and receives GRO batches.
+//! plugins' timers), a `--control` call, or the next datagram. Datagrams go
+//! through quinn-udp (`corequic_endpoint::udp`): a read reports each one's
+//! ECN codepoint (neqo counts them for its ACK_ECN frames) and takes a GRO
+//! batch, and consecutive datagrams to one peer leave in one GSO send.
 
+use corequic_endpoint::udp::{self, EcnCodepoint, SendBatch, Socket};
 use corequic_endpoint::{
     ALPN_NAME, Args, ClientTally, ControlSchedule, FLOW_CONTROL_WINDOW, Logs, PAYLOAD_CHUNK, Role,
-    ServerTally, announce_listening, bind_tokio_udp, check_payload, describe_plugins_close,
-    earliest, parse_request, payload,
+    ServerTally, announce_listening, check_payload, describe_plugins_close, earliest,
+    parse_request, payload,
 };
 use corequic_neqo::{AdapterExtension, PluginFactory, plugin_control, with_plugins};
 use corequic_runtime::PluginStats;
@@ -24,17 +26,14 @@ use neqo_transport::{
     RandomConnectionIdGenerator, State, StreamId, StreamType,
     server::{ConnectionRef, Server},
 };
-use quinn_udp::{EcnCodepoint, RecvMeta, UdpSocketState};
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
-use std::io::IoSliceMut;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::net::UdpSocket;
 
 /// The receive buffer: the largest UDP datagram, and the largest GRO batch
 /// (the kernel coalesces up to 64 KiB).
@@ -109,40 +108,42 @@ async fn run(args: Args) -> Result<bool, String> {
     result
 }
 
-/// quinn-udp's receive state of `socket`: it asks for the ECN codepoint
-/// (`IP_RECVTOS`, `IPV6_RECVTCLASS`) and GRO on the socket.
-fn recv_state(socket: &UdpSocket) -> Result<UdpSocketState, String> {
-    UdpSocketState::new(socket.into()).map_err(|e| format!("socket: {e}"))
-}
-
 /// Send everything `output` yields and return how long the stack may sleep.
+/// Consecutive datagrams to one peer go out together, in one system call
+/// where the socket has GSO ([`udp::Socket`]): the datagrams on the wire are the
+/// same as sent one by one, not-ECT as before (neqo's ECN marks are not
+/// applied, so its ECN validation fails and it sends as without ECN).
 async fn send_all(
-    socket: &UdpSocket,
+    socket: &Socket,
+    batch: &mut SendBatch,
     mut output: impl FnMut() -> Output,
 ) -> Result<Option<Duration>, String> {
-    loop {
+    let delay = loop {
         match output() {
             Output::Datagram(d) => {
-                // A send that fails is a lost datagram to QUIC.
-                let _ = socket.send_to(&d, d.destination()).await;
+                socket
+                    .queue(batch, d.destination(), None, &d)
+                    .await
+                    .map_err(|e| format!("send: {e}"))?;
             }
-            Output::Callback(delay) => return Ok(Some(delay)),
-            Output::None => return Ok(None),
+            Output::Callback(delay) => break Some(delay),
+            Output::None => break None,
         }
-    }
+    };
+    socket.send(batch).await.map_err(|e| format!("send: {e}"))?;
+    Ok(delay)
 }
 
 /// Wait for datagrams, or until `deadline`: one read, a datagram or a GRO
 /// batch of several from the same peer, goes onto `input`.
 async fn wait(
-    socket: &UdpSocket,
-    state: &UdpSocketState,
+    socket: &Socket,
     local: SocketAddr,
     buf: &mut [u8],
     deadline: Option<Instant>,
     input: &mut impl Extend<Datagram>,
 ) -> Result<(), String> {
-    let recv = recv(socket, state, buf);
+    let recv = socket.recv(buf);
     let received = match deadline {
         Some(d) => match tokio::time::timeout_at(d.into(), recv).await {
             Ok(r) => r,
@@ -152,42 +153,8 @@ async fn wait(
     };
     let meta = received.map_err(|e| format!("recv: {e}"))?;
     let tos = ip_tos(meta.ecn);
-    // With GRO the buffer holds datagrams of `stride` bytes each, the last
-    // maybe shorter; without, `stride` is the length.
-    let stride = if meta.stride == 0 {
-        meta.len
-    } else {
-        meta.stride
-    };
-    input.extend(
-        buf[..meta.len]
-            .chunks(stride.max(1))
-            .map(|d| Datagram::new(meta.addr, local, tos, d)),
-    );
+    input.extend(udp::datagrams(buf, &meta).map(|d| Datagram::new(meta.addr, local, tos, &*d)));
     Ok(())
-}
-
-/// Read one datagram or GRO batch into `buf`. Cancel-safe: a read either
-/// happened or did not.
-async fn recv(
-    socket: &UdpSocket,
-    state: &UdpSocketState,
-    buf: &mut [u8],
-) -> std::io::Result<RecvMeta> {
-    let mut meta = [RecvMeta::default()];
-    loop {
-        socket.readable().await?;
-        let mut bufs = [IoSliceMut::new(&mut *buf)];
-        match socket.try_io(tokio::io::Interest::READABLE, || {
-            state.recv(socket.into(), &mut bufs, &mut meta)
-        }) {
-            Ok(n) if n > 0 => return Ok(meta[0]),
-            // A spurious wake-up: wait again.
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(e) => return Err(e),
-        }
-    }
 }
 
 /// neqo's TOS byte for the ECN codepoint a datagram came with.
@@ -387,8 +354,7 @@ async fn server(args: &Args, logs: &Logs) -> Result<bool, String> {
         params,
     )
     .map_err(|e| format!("server: {e:?}"))?;
-    let socket = bind_tokio_udp(args.addr)?;
-    let state = recv_state(&socket)?;
+    let socket = Socket::bind(args.addr)?;
     let local = socket.local_addr().map_err(|e| e.to_string())?;
     announce_listening(local);
 
@@ -396,11 +362,12 @@ async fn server(args: &Args, logs: &Logs) -> Result<bool, String> {
     let mut connections: Vec<Served> = Vec::new();
     let mut tally = ServerTally::default();
     let mut input = VecDeque::new();
+    let mut batch = SendBatch::new();
     loop {
         let now = Instant::now();
         // neqo reads no clock: each call gets the time it runs at. Every
         // datagram read goes in; an input's delay only counts for the last.
-        let delay = send_all(&socket, || {
+        let delay = send_all(&socket, &mut batch, || {
             loop {
                 let Some(d) = input.pop_front() else {
                     return server.process_output(Instant::now());
@@ -460,7 +427,7 @@ async fn server(args: &Args, logs: &Logs) -> Result<bool, String> {
             .filter_map(|s| s.controls.deadline())
             .fold(delay.map(|d| now + d), |a, b| earliest(a, Some(b)));
         let deadline = earliest(deadline, Some(started + args.timeout));
-        wait(&socket, &state, local, &mut buf, deadline, &mut input).await?;
+        wait(&socket, local, &mut buf, deadline, &mut input).await?;
     }
     for s in &mut connections {
         let mut conn = s.conn.borrow_mut();
@@ -557,8 +524,7 @@ impl Download {
 
 async fn client(args: &Args, logs: &Logs) -> Result<bool, String> {
     let params = parameters(args, logs)?;
-    let socket = bind_tokio_udp(args.client_bind_addr())?;
-    let state = recv_state(&socket)?;
+    let socket = Socket::bind(args.client_bind_addr())?;
     let mut local = socket.local_addr().map_err(|e| e.to_string())?;
     // neqo wants the address datagrams come in on: the wildcard is not one.
     if local.ip().is_unspecified() {
@@ -593,10 +559,11 @@ async fn client(args: &Args, logs: &Logs) -> Result<bool, String> {
     let mut timed_out = false;
     let mut buf = vec![0u8; RECV_BUFFER];
     let mut input = Vec::new();
+    let mut batch = SendBatch::new();
     loop {
         let now = Instant::now();
         conn.process_multiple_input(input.drain(..), now);
-        let delay = send_all(&socket, || conn.process_output(Instant::now())).await?;
+        let delay = send_all(&socket, &mut batch, || conn.process_output(Instant::now())).await?;
         let mut acted = download.progress(&mut conn, now);
         if handshake.is_none() && conn.state().connected() {
             handshake = Some(now - started);
@@ -624,7 +591,7 @@ async fn client(args: &Args, logs: &Logs) -> Result<bool, String> {
         }
         let deadline = earliest(delay.map(|d| now + d), controls.deadline());
         let deadline = earliest(deadline, Some(started + args.timeout));
-        wait(&socket, &state, local, &mut buf, deadline, &mut input).await?;
+        wait(&socket, local, &mut buf, deadline, &mut input).await?;
     }
 
     let now = Instant::now();

@@ -6,6 +6,7 @@
 //! what it writes, and sleeps until `Connection::timeout()` (which includes
 //! the plugins' timers), an application deadline, or a command arrives.
 
+use corequic_endpoint::udp::{self, SendBatch, Socket};
 use corequic_endpoint::{
     FLOW_CONTROL_WINDOW, PAYLOAD_CHUNK, check_payload, parse_request, payload,
 };
@@ -13,7 +14,6 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
-use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 
 /// Largest UDP datagram read or written.
@@ -56,32 +56,29 @@ pub fn new_cid() -> quiche::ConnectionId<'static> {
     quiche::ConnectionId::from_vec(id)
 }
 
-/// Drive `conn` on `socket` with `peer` until it is closed. `first` is a
-/// datagram already received for it (a server's first Initial). Datagrams
+/// Drive `conn` on `socket` with `peer` until it is closed. `first` holds
+/// datagrams already received for it (a server's first Initial). Datagrams
 /// from other addresses are dropped.
 pub async fn run(
     conn: &mut quiche::Connection,
-    socket: &UdpSocket,
+    socket: &Socket,
     peer: SocketAddr,
     app: &mut dyn App,
     commands: &mut mpsc::UnboundedReceiver<Command>,
-    first: Option<Vec<u8>>,
+    first: Vec<Vec<u8>>,
 ) -> Result<(), String> {
     let local = socket.local_addr().map_err(|e| e.to_string())?;
     let mut buf = vec![0u8; MAX_DATAGRAM];
     let mut out = vec![0u8; MAX_DATAGRAM];
+    let mut batch = SendBatch::new();
     let mut commands_open = true;
-    if let Some(mut datagram) = first {
-        let info = quiche::RecvInfo {
-            from: peer,
-            to: local,
-        };
+    for mut datagram in first {
         // A bad first datagram shows up as a closed connection.
-        let _ = conn.recv(&mut datagram, info);
+        receive(conn, &mut datagram, peer, peer, local);
     }
     loop {
         app.progress(conn);
-        flush(conn, socket, &mut out).await?;
+        flush(conn, socket, &mut out, &mut batch).await?;
         if conn.is_closed() {
             return Ok(());
         }
@@ -98,12 +95,16 @@ pub async fn run(
             }
         };
         tokio::select! {
-            r = socket.recv_from(&mut buf) => {
-                let (n, from) = r.map_err(|e| e.to_string())?;
-                receive(conn, &mut buf[..n], from, peer, local);
+            r = socket.recv(&mut buf) => {
+                let meta = r.map_err(|e| e.to_string())?;
+                for datagram in udp::datagrams(&mut buf, &meta) {
+                    receive(conn, datagram, meta.addr, peer, local);
+                }
                 // Take whatever else is queued before answering.
-                while let Ok((n, from)) = socket.try_recv_from(&mut buf) {
-                    receive(conn, &mut buf[..n], from, peer, local);
+                while let Ok(Some(meta)) = socket.try_recv(&mut buf) {
+                    for datagram in udp::datagrams(&mut buf, &meta) {
+                        receive(conn, datagram, meta.addr, peer, local);
+                    }
                 }
             }
             () = sleep => {
@@ -133,44 +134,51 @@ fn receive(
     let _ = conn.recv(datagram, quiche::RecvInfo { from, to: local });
 }
 
+/// Send everything quiche has to send. Consecutive datagrams to the peer
+/// leave together, in one system call where the socket has GSO (see
+/// [`Socket`]); on the wire they are the datagrams quiche wrote.
 async fn flush(
     conn: &mut quiche::Connection,
-    socket: &UdpSocket,
+    socket: &Socket,
     out: &mut [u8],
+    batch: &mut SendBatch,
 ) -> Result<(), String> {
-    loop {
-        match conn.send(out) {
-            Ok((n, info)) => {
-                socket
-                    .send_to(&out[..n], info.to)
-                    .await
-                    .map_err(|e| e.to_string())?;
-            }
-            Err(quiche::Error::Done) => return Ok(()),
-            // quiche closes the connection itself on a fatal error.
-            Err(_) => return Ok(()),
-        }
-    }
-}
-
-/// Wait on `socket` for a client's first Initial packet; returns it, its
-/// sender and the client's destination connection ID.
-pub async fn wait_for_initial(
-    socket: &UdpSocket,
-) -> Result<(Vec<u8>, SocketAddr, Vec<u8>), String> {
-    let mut buf = vec![0u8; MAX_DATAGRAM];
-    loop {
-        let (n, from) = socket
-            .recv_from(&mut buf)
+    // Until Done, or a fatal error, on which quiche closes the connection
+    // itself.
+    while let Ok((n, info)) = conn.send(out) {
+        socket
+            .queue(batch, info.to, None, &out[..n])
             .await
             .map_err(|e| e.to_string())?;
-        let Ok(hdr) = quiche::Header::from_slice(&mut buf[..n], quiche::MAX_CONN_ID_LEN) else {
+    }
+    socket.send(batch).await.map_err(|e| e.to_string())
+}
+
+/// Wait on `socket` for a client's first Initial packet; returns the
+/// datagrams of the read that carried it (the Initial first, and more if
+/// the kernel batched them with GRO), its sender and the client's
+/// destination connection ID.
+pub async fn wait_for_initial(
+    socket: &Socket,
+) -> Result<(Vec<Vec<u8>>, SocketAddr, Vec<u8>), String> {
+    let mut buf = vec![0u8; MAX_DATAGRAM];
+    loop {
+        let meta = socket.recv(&mut buf).await.map_err(|e| e.to_string())?;
+        let mut datagrams: Vec<Vec<u8>> = udp::datagrams(&mut buf, &meta)
+            .map(|d| d.to_vec())
+            .collect();
+        let Some(first) = datagrams.first_mut() else {
             continue;
         };
-        if hdr.ty == quiche::Type::Initial && quiche::version_is_supported(hdr.version) {
-            let dcid = hdr.dcid.to_vec();
-            return Ok((buf[..n].to_vec(), from, dcid));
-        }
+        let dcid = match quiche::Header::from_slice(first, quiche::MAX_CONN_ID_LEN) {
+            Ok(hdr)
+                if hdr.ty == quiche::Type::Initial && quiche::version_is_supported(hdr.version) =>
+            {
+                hdr.dcid.to_vec()
+            }
+            _ => continue,
+        };
+        return Ok((datagrams, meta.addr, dcid));
     }
 }
 

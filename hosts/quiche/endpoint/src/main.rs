@@ -3,9 +3,9 @@
 //! line. The contract (flags, stats JSON, exit codes) is
 //! `interop-runner/ENDPOINT.md`, shared by every host.
 
+use corequic_endpoint::udp::Socket;
 use corequic_endpoint::{
-    Args, ClientTally, ControlSchedule, Logs, Role, ServerTally, announce_listening,
-    bind_tokio_udp, earliest,
+    Args, ClientTally, ControlSchedule, Logs, Role, ServerTally, announce_listening, earliest,
 };
 use corequic_quiche::{AdapterExtension, PluginFactory, plugin_control, with_plugins};
 use corequic_quiche_endpoint::driver::{self, App, Command, HqClient, HqServer};
@@ -146,7 +146,7 @@ async fn server(args: &Args, logs: Logs) -> Result<bool, String> {
     let started = Instant::now();
     let mut config = driver::server_config()?;
     configure(args, &mut config, &logs)?;
-    let socket = bind_tokio_udp(args.addr)?;
+    let socket = Socket::bind(args.addr)?;
     let local = socket.local_addr().map_err(|e| e.to_string())?;
     announce_listening(local);
 
@@ -171,7 +171,7 @@ async fn server(args: &Args, logs: Logs) -> Result<bool, String> {
         set_qlog(args, &mut conn)?;
         let mut app = WithControls::new(HqServer::default(), args);
         let (_tx, mut rx) = mpsc::unbounded_channel::<Command>();
-        let run = driver::run(&mut conn, &socket, peer, &mut app, &mut rx, Some(first));
+        let run = driver::run(&mut conn, &socket, peer, &mut app, &mut rx, first);
         let remaining = args.timeout.saturating_sub(started.elapsed());
         match tokio::time::timeout(remaining, run).await {
             Ok(r) => r?,
@@ -195,7 +195,7 @@ async fn server(args: &Args, logs: Logs) -> Result<bool, String> {
 async fn client(args: &Args, logs: Logs) -> Result<bool, String> {
     let mut config = driver::client_config()?;
     configure(args, &mut config, &logs)?;
-    let socket = bind_tokio_udp(args.client_bind_addr())?;
+    let socket = Socket::bind(args.client_bind_addr())?;
     let local = socket.local_addr().map_err(|e| e.to_string())?;
     let started = Instant::now();
     let scid = driver::new_cid();
@@ -210,7 +210,7 @@ async fn client(args: &Args, logs: Logs) -> Result<bool, String> {
         closed: false,
     };
     let (_tx, mut rx) = mpsc::unbounded_channel::<Command>();
-    let run = driver::run(&mut conn, &socket, args.addr, &mut app, &mut rx, None);
+    let run = driver::run(&mut conn, &socket, args.addr, &mut app, &mut rx, Vec::new());
     let timed_out = match tokio::time::timeout(args.timeout, run).await {
         Ok(r) => {
             r?;

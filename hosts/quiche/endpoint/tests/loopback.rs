@@ -3,6 +3,7 @@
 //! The behaviour every host shares (each reference plugin's effect, faults
 //! and their closes) is certified by the conformance kit.
 
+use corequic_endpoint::udp::Socket;
 use corequic_endpoint::{PAYLOAD_CHUNK, payload};
 use corequic_quiche::{Attachment, PluginFactory};
 use corequic_quiche_endpoint::driver::{self, App, Command, HqServer};
@@ -224,9 +225,7 @@ async fn pair(client_plugins: &[&str], server_plugins: &[&str]) -> Pair {
 
 /// [`pair`] with the given configurations.
 async fn pair_of(mut client_config: quiche::Config, mut server_config: quiche::Config) -> Pair {
-    let server_socket = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))
-        .await
-        .expect("server socket");
+    let server_socket = Socket::bind((Ipv4Addr::LOCALHOST, 0).into()).expect("server socket");
     let server_addr = server_socket.local_addr().expect("server address");
     let (relay_addr, seen, drop_next_from_client) = relay(server_addr).await;
 
@@ -255,16 +254,14 @@ async fn pair_of(mut client_config: quiche::Config, mut server_config: quiche::C
             peer,
             &mut app,
             &mut server_rx,
-            Some(first),
+            first,
         )
         .await
         .expect("server driver");
         conn
     });
 
-    let client_socket = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))
-        .await
-        .expect("client socket");
+    let client_socket = Socket::bind((Ipv4Addr::LOCALHOST, 0).into()).expect("client socket");
     let client_addr = client_socket.local_addr().expect("client address");
     let downloads: Downloads = Arc::default();
     let (client_tx, mut client_rx) = mpsc::unbounded_channel::<Command>();
@@ -290,7 +287,7 @@ async fn pair_of(mut client_config: quiche::Config, mut server_config: quiche::C
             relay_addr,
             &mut app,
             &mut client_rx,
-            None,
+            Vec::new(),
         )
         .await
         .expect("client driver");

@@ -125,8 +125,10 @@ pub fn datagrams<'a>(buf: &'a mut [u8], meta: &RecvMeta) -> std::slice::ChunksMu
 }
 
 /// The most payload bytes one batch carries. A GSO send hands the kernel one
-/// UDP datagram, whose 16-bit length covers its 8-byte header too.
-pub const MAX_BATCH_BYTES: usize = 65_527;
+/// UDP datagram: over IPv4 its 16-bit total length covers the 20-byte IP
+/// and 8-byte UDP headers too (IPv6 allows 20 bytes more). A larger batch is
+/// refused with `EMSGSIZE`, which quinn-udp takes for a lost probe.
+pub const MAX_BATCH_BYTES: usize = 65_507;
 
 /// Datagrams to one destination, to be sent with one system call.
 #[derive(Debug, Default)]
@@ -386,6 +388,33 @@ mod tests {
         assert_eq!(lens, sent);
         for (i, d) in received.iter().enumerate() {
             assert!(d.iter().all(|&b| b == i as u8), "datagram {i} intact");
+        }
+    }
+
+    /// A batch as large as [`MAX_BATCH_BYTES`] allows still fits an IPv4
+    /// datagram: 49 datagrams of 1,337 bytes would be 65,513 bytes, which the
+    /// kernel refuses (and quinn-udp drops quietly), so 48 go in the first
+    /// send and every datagram arrives.
+    #[tokio::test]
+    async fn the_largest_batch_fits_an_ipv4_datagram() {
+        let receiver = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+        receiver
+            .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .expect("timeout");
+        let to = receiver.local_addr().expect("address");
+        let sender = Socket::bind(addr("127.0.0.1:0")).expect("bind");
+        let mut batch = SendBatch::new();
+        for i in 0..49u8 {
+            sender
+                .queue(&mut batch, to, None, &[i; 1337])
+                .await
+                .expect("queue");
+        }
+        sender.send(&mut batch).await.expect("send");
+        let mut buf = [0u8; 2048];
+        for i in 0..49u8 {
+            let n = receiver.recv(&mut buf).expect("every datagram arrives");
+            assert_eq!((n, buf[0]), (1337, i));
         }
     }
 }

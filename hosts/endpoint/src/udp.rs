@@ -314,10 +314,10 @@ mod tests {
         assert!(!batch.push(addr(PEER), None, &[], 64));
     }
 
-    /// Three datagrams queued on a loopback socket arrive as three
-    /// datagrams, whether the kernel did GSO or quinn-udp sent them apart.
-    #[tokio::test]
-    async fn a_batch_arrives_as_its_datagrams() {
+    /// Queue datagrams of `lens` bytes (datagram `i` filled with `i`) on a
+    /// loopback `Socket` to a plain socket without GRO, send what is left,
+    /// and return what arrives: (length, first byte) per datagram.
+    async fn send_to_a_plain_socket(lens: &[usize]) -> Vec<(usize, u8)> {
         let receiver = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
         receiver
             .set_read_timeout(Some(std::time::Duration::from_secs(10)))
@@ -325,7 +325,7 @@ mod tests {
         let to = receiver.local_addr().expect("address");
         let sender = Socket::bind(addr("127.0.0.1:0")).expect("bind");
         let mut batch = SendBatch::new();
-        for (i, len) in [1200, 1200, 700].into_iter().enumerate() {
+        for (i, &len) in lens.iter().enumerate() {
             sender
                 .queue(&mut batch, to, None, &vec![i as u8; len])
                 .await
@@ -334,11 +334,21 @@ mod tests {
         sender.send(&mut batch).await.expect("send");
         assert!(batch.is_empty());
         let mut buf = [0u8; 2048];
-        for (i, len) in [1200, 1200, 700].into_iter().enumerate() {
-            let n = receiver.recv(&mut buf).expect("a datagram");
-            assert_eq!(n, len);
-            assert!(buf[..n].iter().all(|&b| b == i as u8));
-        }
+        lens.iter()
+            .map(|_| {
+                let n = receiver.recv(&mut buf).expect("every datagram arrives");
+                assert!(buf[..n].iter().all(|&b| b == buf[0]), "a datagram intact");
+                (n, buf[0])
+            })
+            .collect()
+    }
+
+    /// Three datagrams queued on a loopback socket arrive as three
+    /// datagrams, whether the kernel did GSO or quinn-udp sent them apart.
+    #[tokio::test]
+    async fn a_batch_arrives_as_its_datagrams() {
+        let received = send_to_a_plain_socket(&[1200, 1200, 700]).await;
+        assert_eq!(received, [(1200, 0), (1200, 1), (700, 2)]);
     }
 
     /// A GRO read of three datagrams splits into the three.
@@ -397,24 +407,8 @@ mod tests {
     /// send and every datagram arrives.
     #[tokio::test]
     async fn the_largest_batch_fits_an_ipv4_datagram() {
-        let receiver = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
-        receiver
-            .set_read_timeout(Some(std::time::Duration::from_secs(10)))
-            .expect("timeout");
-        let to = receiver.local_addr().expect("address");
-        let sender = Socket::bind(addr("127.0.0.1:0")).expect("bind");
-        let mut batch = SendBatch::new();
-        for i in 0..49u8 {
-            sender
-                .queue(&mut batch, to, None, &[i; 1337])
-                .await
-                .expect("queue");
-        }
-        sender.send(&mut batch).await.expect("send");
-        let mut buf = [0u8; 2048];
-        for i in 0..49u8 {
-            let n = receiver.recv(&mut buf).expect("every datagram arrives");
-            assert_eq!((n, buf[0]), (1337, i));
-        }
+        let received = send_to_a_plain_socket(&[1337; 49]).await;
+        let want: Vec<(usize, u8)> = (0..49).map(|i| (1337, i)).collect();
+        assert_eq!(received, want);
     }
 }

@@ -134,6 +134,7 @@ pub const MAX_BATCH_BYTES: usize = 65_507;
 #[derive(Debug, Default)]
 pub struct SendBatch {
     contents: Vec<u8>,
+    /// Where the batch goes: `None` exactly while it is empty.
     destination: Option<SocketAddr>,
     ecn: Option<EcnCodepoint>,
     /// The length of the first datagram: the segment size.
@@ -172,7 +173,7 @@ impl SendBatch {
         max_segments: usize,
     ) -> bool {
         if self.segments == 0 {
-            self.contents.clear();
+            // Empty since `new` or `clear`.
             self.contents.extend_from_slice(datagram);
             self.destination = Some(destination);
             self.ecn = ecn;
@@ -197,7 +198,7 @@ impl SendBatch {
     /// The batch as one send: `None` when it is empty.
     fn transmit(&self) -> Option<Transmit<'_>> {
         Some(Transmit {
-            destination: self.destination.filter(|_| self.segments > 0)?,
+            destination: self.destination?,
             ecn: self.ecn,
             contents: &self.contents,
             segment_size: (self.segments > 1).then_some(self.segment_size),

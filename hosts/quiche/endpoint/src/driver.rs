@@ -96,15 +96,13 @@ pub async fn run(
         };
         tokio::select! {
             r = socket.recv(&mut buf) => {
-                let meta = r.map_err(|e| e.to_string())?;
-                for datagram in udp::datagrams(&mut buf, &meta) {
-                    receive(conn, datagram, meta.addr, peer, local);
-                }
+                let mut read = Some(r.map_err(|e| e.to_string())?);
                 // Take whatever else is queued before answering.
-                while let Ok(Some(meta)) = socket.try_recv(&mut buf) {
+                while let Some(meta) = read {
                     for datagram in udp::datagrams(&mut buf, &meta) {
                         receive(conn, datagram, meta.addr, peer, local);
                     }
+                    read = socket.try_recv(&mut buf).ok().flatten();
                 }
             }
             () = sleep => {

@@ -144,13 +144,15 @@ pub trait Extension: Send {
         Ok(())
     }
 
-    /// Whether the extension has an ack-eliciting frame to send now; must have no side effects
+    /// Whether the extension has an ack-eliciting frame to send now; asked only when
+    /// `offers_frames_at` is true at some position. Must have no side effects
     fn wants_to_send(&mut self, cx: &mut ExtensionContext, ctx: &SendContext) -> bool {
         false
     }
 
     /// Whether `write_frames` at `position` may write anything; when false the stack skips
-    /// the call and what it builds for it
+    /// the call and what it builds for it. Read when the extension is created and after every
+    /// hook that is given a context (`cx`): the answer may change only in those
     fn offers_frames_at(&self, position: SendPosition) -> bool {
         true
     }
@@ -205,7 +207,8 @@ pub trait Extension: Send {
     /// The time returned by `next_timeout` has come
     fn on_timeout(&mut self, cx: &mut ExtensionContext) {}
 
-    /// While true the connection sends nothing, except when closing
+    /// While true the connection sends nothing, except when closing. Read like
+    /// `offers_frames_at`, after every hook that is given a context
     fn sending_halted(&self) -> bool {
         false
     }

@@ -204,6 +204,13 @@ pub struct PluginSet {
     summary: SummaryReader,
     /// A call changed registrations or timers since `summary` was computed.
     summary_stale: bool,
+    /// Bit `t` for each standard frame type `t` (all are below 64) that a
+    /// usable plugin observes (`process-frame` BEFORE or AFTER): what
+    /// [`Self::observes_frame_type`] answers for every frame a stack
+    /// receives, without a lookup. Recomputed with `summary` and after
+    /// `init`; it changes only in calls, and when a plugin's log budget is
+    /// spent.
+    observed_frames: u64,
     /// Faults not yet taken by the stack.
     faults: Vec<Fault>,
     /// Transport parameter ids the stack sends itself (CQ-API-8).
@@ -302,6 +309,7 @@ impl PluginSet {
             regs_scratch: Vec::new(),
             summary: SummaryReader::default(),
             summary_stale: false,
+            observed_frames: 0,
             faults: Vec::new(),
             stack_transport_parameters: runtime.capabilities().stack_transport_parameters.clone(),
             unproductive: Default::default(),
@@ -565,6 +573,8 @@ impl PluginSet {
                 Err(CallFailure::Fault(f)) => failures.push((name, RoutineError::Fault(f))),
             }
         }
+        // The plugins are initialised now, which makes their observers usable.
+        self.refresh_summary();
         failures
     }
 
@@ -676,8 +686,23 @@ impl PluginSet {
             .iter_mut()
             .find(|s| s.info.name == record.plugin)
             .and_then(|s| s.live.as_mut());
-        if live.is_none_or(|l| l.store.data_mut().charge_log(&mut record)) {
+        let mut spent = false;
+        let kept = live.is_none_or(|l| {
+            let state = l.store.data_mut();
+            let kept = state.charge_log(&mut record);
+            // Spending the budget may silence the plugin's observers.
+            spent = std::mem::take(&mut state.summary_changed);
+            kept
+        });
+        if kept {
             conn.log(&record);
+        }
+        if spent {
+            self.summary_stale = true;
+            // Within a call, the outermost call refreshes it when it returns.
+            if self.outer_call_started.is_none() {
+                self.refresh_summary();
+            }
         }
     }
 
@@ -775,6 +800,28 @@ impl PluginSet {
             .flat_map(|l| l.store.data().timers.iter().map(|t| t.1))
             .min();
         self.summary.store(&summary);
+        self.observed_frames = self.observed_standard_frames();
+    }
+
+    /// [`Self::observed_frames`] as the routes and the plugins are now.
+    fn observed_standard_frames(&self) -> u64 {
+        self.route_index
+            .iter()
+            .filter(|&(&(routine, frame_type), _)| {
+                routine == Routine::ProcessFrame as u8 && frame_type < 64
+            })
+            .filter(|&(_, &rid)| self.route_observed(rid))
+            .fold(0, |mask, (&(_, frame_type), _)| mask | 1 << frame_type)
+    }
+
+    /// Whether a usable plugin observes (BEFORE or AFTER) `process-frame`
+    /// route `rid`.
+    fn route_observed(&self, rid: usize) -> bool {
+        let r = &self.routes[rid];
+        r.before
+            .iter()
+            .chain(&r.after)
+            .any(|&idx| self.usable(idx, Routine::ProcessFrame))
     }
 
     /// A shared reader of what [`Self::offers_frames_at`] and
@@ -1030,16 +1077,16 @@ impl PluginSet {
     }
 
     /// Whether any enabled plugin observes (BEFORE/AFTER) `process-frame` of this type.
+    ///
+    /// Stacks ask for every frame they receive; a standard frame type is
+    /// answered from a bit mask kept up to date by the set.
     pub fn observes_frame_type(&self, frame_type: u64) -> bool {
+        if frame_type < 64 {
+            return self.observed_frames & 1 << frame_type != 0;
+        }
         self.route_index
             .get(&(Routine::ProcessFrame as u8, frame_type))
-            .is_some_and(|&rid| {
-                let r = &self.routes[rid];
-                r.before
-                    .iter()
-                    .chain(&r.after)
-                    .any(|&idx| self.usable(idx, Routine::ProcessFrame))
-            })
+            .is_some_and(|&rid| self.route_observed(rid))
     }
 
     /// Routine `parse-frame`; `payload` starts right after the frame type.

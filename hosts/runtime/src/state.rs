@@ -53,8 +53,9 @@ pub(crate) struct PluginState {
     pub(crate) input: Vec<u8>,
     pub(crate) enabled: bool,
     pub(crate) frames: Vec<FrameRegistration>,
-    /// `enabled`, `frames` or `timers` changed during the current call: the
-    /// set recomputes its summary for the host when the call returns.
+    /// `enabled`, `frames` or `timers` changed, or the log budget was spent
+    /// (which silences some observers, CQ-ANCHOR-12): the set recomputes its
+    /// summary for the host when the call returns.
     pub(crate) summary_changed: bool,
     pub(crate) transport_parameters: Vec<u64>,
     pub(crate) timers: Vec<(u64, u64)>,
@@ -111,15 +112,18 @@ impl PluginState {
         } else {
             record.charged_size()
         };
-        if size > self.log_budget {
+        let had_budget = self.log_budget > 0;
+        let kept = size <= self.log_budget;
+        if kept {
+            self.log_budget -= size;
+        } else {
             // A record that does not fit spends the budget: every later
             // record is dropped too, and `log` answers 0 (CQ-LIMIT-12).
             self.log_budget = 0;
             self.logs_dropped += 1;
-            return false;
         }
-        self.log_budget -= size;
-        true
+        self.summary_changed |= had_budget && self.log_budget == 0;
+        kept
     }
 
     pub(crate) fn new(config: &RuntimeConfig, info: Option<Arc<PluginInfo>>, index: usize) -> Self {

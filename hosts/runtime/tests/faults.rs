@@ -501,6 +501,27 @@ fn a_trap_in_after_removes_the_observer_and_the_transfer_completes() {
     );
 }
 
+/// A stack asks whether plugins observe a frame type before it builds the
+/// frame for them: once the only observer is removed, nothing is.
+#[test]
+fn a_removed_observer_is_no_longer_asked_for_frames() {
+    const ACK: u64 = 0x02;
+    const CRYPTO: u64 = 0x06;
+    const STREAM: u64 = 0x08;
+    const OBSERVER_TRAP: u64 = 0x4f_0006;
+    let mut p = pair(&[], &["test-observer"]);
+    let observes = |p: &corequic_mock::MockPair, ty| p.server.plugins.observes_frame_type(ty);
+    assert!(observes(&p, ACK) && observes(&p, STREAM), "after init");
+    assert!(!observes(&p, CRYPTO), "a type no plugin binds");
+    assert!(!observes(&p, 0x4f_0001), "a type past the standard ones");
+    let r = p
+        .server
+        .plugins
+        .plugin_control(&mut p.server.conn, OBSERVER_TRAP, &[]);
+    assert_eq!(fault_kind(&r), Some(FaultKind::Trap));
+    assert!(!observes(&p, ACK) && !observes(&p, STREAM), "removed");
+}
+
 /// CQ-BUF-4, CQ-ROUTINE-7 (a failed TP is omitted).
 #[test]
 fn a_write_past_a_buffer_bound_is_refused() {

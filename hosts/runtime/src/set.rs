@@ -202,7 +202,8 @@ pub struct PluginSet {
     /// no `&mut` to the set; recomputed only when a call changed what it
     /// sums up.
     summary: SummaryReader,
-    /// A call changed registrations or timers since `summary` was computed.
+    /// Registrations, timers or a plugin's usability changed since `summary`
+    /// (and `observed_frames`) were computed.
     summary_stale: bool,
     /// Bit `t` for each standard frame type `t` (all are below 64) that a
     /// usable plugin observes (`process-frame` BEFORE or AFTER): what

@@ -574,8 +574,9 @@ impl PluginSet {
                 Err(CallFailure::Fault(f)) => failures.push((name, RoutineError::Fault(f))),
             }
         }
-        // The plugins are initialised now, which makes their observers usable.
-        self.refresh_summary();
+        // The plugins are initialised now, which makes their observers usable
+        // (the rest of the summary does not depend on it).
+        self.observed_frames = self.observed_standard_frames();
         failures
     }
 

@@ -268,16 +268,17 @@ paper: plugins
 ## emulator at 1 Gbit/s (release builds; docs/measurements.md). Long.
 ## PERF_HOSTS=a,b and PERF_LINKS=loopback|1gbit narrow it to the pairs of
 ## those hosts and that link, e.g. to give a few cells the ~130 runs per
-## mode that a ±3-point interval needs.
+## mode that a ±3-point interval needs. PERF_SIZE=BYTES sets the download
+## of every link (default: 200 MB over loopback, 50 MB through the link).
 PERF_RUNS ?= 10
-PERF_SIZE ?= 50000000
+PERF_SIZE ?=
 PERF_HOSTS ?=
 PERF_LINKS ?=
 perf: plugins
 	$(CARGO) build --release --bins $(foreach p,$(ENDPOINT_PACKAGES),-p $(p)) -p corequic-interop
 	$(TARGET_DIR)/release/interop-runner perf --bin-dir $(TARGET_DIR)/release \
 	  $(if $(PERF_HOSTS),--hosts $(PERF_HOSTS)) $(if $(PERF_LINKS),--links $(PERF_LINKS)) \
-	  --runs $(PERF_RUNS) --size $(PERF_SIZE) --out $(INTEROP_OUT)/perf --markdown $(INTEROP_OUT)/perf/table.md
+	  --runs $(PERF_RUNS) $(if $(PERF_SIZE),--size $(PERF_SIZE)) --out $(INTEROP_OUT)/perf --markdown $(INTEROP_OUT)/perf/table.md
 
 ## scale: one quinn server holding 1, 100 and 1,000 connections with and
 ## without the four non-padding reference plugins, on fresh and on reused

@@ -53,6 +53,19 @@ impl PerfLink {
         }
     }
 
+    /// Bytes each run downloads unless `--size` says otherwise: enough for
+    /// the transfer to spend most of its time in steady state. Over loopback
+    /// 50 MB took 70–120 ms, slow start and scheduling moved runs of one
+    /// mode by 15–40 %, and a cell's interval was wider than the plugins'
+    /// cost; 200 MB takes 0.3–1 s. Through the 1 Gbit/s link 50 MB already
+    /// takes 0.45 s.
+    pub fn default_size(self) -> u64 {
+        match self {
+            PerfLink::Loopback => 200_000_000,
+            PerfLink::Gigabit => 50_000_000,
+        }
+    }
+
     /// The emulated path; `None` for a direct connection.
     fn params(self) -> Option<LinkParams> {
         match self {
@@ -80,8 +93,9 @@ pub struct PerfRun {
     pub links: Vec<PerfLink>,
     /// Runs per mode, per pair and path.
     pub runs: usize,
-    /// Bytes the client downloads in each run.
-    pub size: u64,
+    /// Bytes the client downloads in each run; `None`: each link's
+    /// [`PerfLink::default_size`].
+    pub size: Option<u64>,
     /// The plugins loaded on both sides in the "plugins" mode (by default
     /// [`PERF_PLUGINS`]; one of them alone shows what it costs; none makes
     /// both modes the same, an A/A run).
@@ -208,6 +222,8 @@ pub struct PerfCell {
     pub client: String,
     /// The path.
     pub link: PerfLink,
+    /// Bytes downloaded in each run.
+    pub size: u64,
     /// Without plugins.
     pub without: ModeFigures,
     /// With [`PerfRun::plugins`] on both sides.
@@ -328,10 +344,12 @@ pub fn run_perf(spec_run: &PerfRun) -> Vec<PerfCell> {
                     server.name,
                     client.name
                 );
+                let size = spec_run.size.unwrap_or(link.default_size());
                 let mut cell = PerfCell {
                     server: server.name.clone(),
                     client: client.name.clone(),
                     link: *link,
+                    size,
                     without: ModeFigures::default(),
                     with: ModeFigures::default(),
                 };
@@ -345,7 +363,7 @@ pub fn run_perf(spec_run: &PerfRun) -> Vec<PerfCell> {
                     };
                     for (mode, plugins) in modes {
                         let label = format!("{mode}-{i}");
-                        let run = spec(&label, *link, spec_run.size, plugins);
+                        let run = spec(&label, *link, size, plugins);
                         let folder = spec_run
                             .out
                             .join(link.name())
@@ -358,7 +376,7 @@ pub fn run_perf(spec_run: &PerfRun) -> Vec<PerfCell> {
                         } else {
                             &mut cell.without
                         };
-                        match goodput_mbps(&outcome, spec_run.size) {
+                        match goodput_mbps(&outcome, size) {
                             Some(g) => {
                                 figures.runs_mbps.push(g);
                                 if !run.direct {
@@ -398,7 +416,7 @@ pub fn run_perf(spec_run: &PerfRun) -> Vec<PerfCell> {
 }
 
 /// The results as a Markdown table, one row per pair and path.
-pub fn markdown(cells: &[PerfCell], runs: usize, size: u64, plugins: &[String]) -> String {
+pub fn markdown(cells: &[PerfCell], runs: usize, plugins: &[String]) -> String {
     let plugins = if plugins.is_empty() {
         "none in either mode (an A/A run: the two modes are the same, and their ratios \
          show how far the measurement alone spreads)"
@@ -406,8 +424,16 @@ pub fn markdown(cells: &[PerfCell], runs: usize, size: u64, plugins: &[String]) 
     } else {
         format!("{} on both sides", plugins.join(", "))
     };
+    let mut sizes: Vec<String> = Vec::new();
+    for c in cells {
+        let size = format!("{} bytes over {}", c.size, c.link.name());
+        if !sizes.contains(&size) {
+            sizes.push(size);
+        }
+    }
+    let sizes = sizes.join(", ");
     let mut out = format!(
-        "Bulk download of {size} bytes, {runs} runs per mode alternated; goodput in Mbit/s \
+        "Bulk download of {sizes}, {runs} runs per mode alternated; goodput in Mbit/s \
          as median (first–third quartile); plugins: {plugins}; the ratio's 95 % \
          interval by percentile bootstrap over the runs.\n\n\
          | link | server | client | without plugins | with plugins | ratio of medians | 95 % interval |\n\
@@ -562,6 +588,7 @@ mod tests {
             server: "a".into(),
             client: "b".into(),
             link: PerfLink::Loopback,
+            size: 1000,
             without: ModeFigures {
                 runs_mbps: vec![100.0, 300.0, 200.0],
                 link: Vec::new(),
@@ -576,7 +603,7 @@ mod tests {
             },
         };
         assert_eq!(cell.ratio(), Some(185.0 / 200.0));
-        let table = markdown(&[cell], 3, 1000, &default_plugins());
+        let table = markdown(&[cell], 3, &default_plugins());
         assert!(
             table.contains(
                 "| loopback | a | b | 200 (150–250) | 185 (182–188), 1 failed | 92.5 % | "
@@ -590,6 +617,7 @@ mod tests {
             server: "a".into(),
             client: "b".into(),
             link: PerfLink::Loopback,
+            size: 1000,
             without: ModeFigures {
                 runs_mbps: without,
                 link: Vec::new(),
@@ -608,26 +636,43 @@ mod tests {
     #[test]
     fn the_table_names_the_plugins_measured() {
         let one = cell(vec![100.0], vec![90.0]);
-        let table = markdown(
-            std::slice::from_ref(&one),
-            1,
-            1000,
-            &["ack-logger".to_string()],
-        );
+        let table = markdown(std::slice::from_ref(&one), 1, &["ack-logger".to_string()]);
         assert!(
             table.contains("plugins: ack-logger on both sides"),
             "{table}"
         );
-        let table = markdown(std::slice::from_ref(&one), 1, 1000, &default_plugins());
+        let table = markdown(std::slice::from_ref(&one), 1, &default_plugins());
         assert!(
             table.contains("plugins: probe, bdp, dummy, ack-logger on both sides"),
             "{table}"
         );
-        let table = markdown(&[one], 1, 1000, &[]);
+        let table = markdown(&[one], 1, &[]);
         assert!(
             table.contains("plugins: none in either mode (an A/A run"),
             "{table}"
         );
+    }
+
+    #[test]
+    fn the_table_gives_each_links_transfer_size() {
+        let loopback = cell(vec![100.0], vec![90.0]);
+        let mut gigabit = loopback.clone();
+        gigabit.link = PerfLink::Gigabit;
+        gigabit.size = 500;
+        let table = markdown(
+            &[loopback.clone(), loopback, gigabit],
+            1,
+            &default_plugins(),
+        );
+        assert!(
+            table.starts_with(
+                "Bulk download of 1000 bytes over loopback, 500 bytes over 1gbit, 1 runs"
+            ),
+            "{table}"
+        );
+        // Each run of a loopback cell lasts long enough to be mostly steady
+        // state; the emulated link is slower and takes the smaller default.
+        assert!(PerfLink::Loopback.default_size() > PerfLink::Gigabit.default_size());
     }
 
     #[test]
@@ -666,7 +711,7 @@ mod tests {
             vec![90.0, 110.0, 100.0, 95.0, 105.0],
             vec![85.0, 110.0, 97.0, 92.0, 103.0],
         );
-        let table = markdown(&[met, missed, open], 5, 1000, &default_plugins());
+        let table = markdown(&[met, missed, open], 5, &default_plugins());
         assert!(table.contains("| 99.0 % | 99.0–99.0 % |"), "{table}");
         assert!(
             table.contains("Against the 97 % goal: 1 of 3 cells have their whole interval at or above it, 1 below it, 1 hold it within their interval."),
@@ -735,14 +780,14 @@ mod tests {
             facts(17000, 200, Some(900.0)),
             facts(20000, 30, Some(700.0)),
         ];
-        let table = markdown(&[emulated], 3, 1000, &default_plugins());
+        let table = markdown(&[emulated], 3, &default_plugins());
         assert!(
             table.contains("| a | b | 3000 / 17000 | 140 / 30 | 150 / 800 (1 none) |"),
             "{table}"
         );
         // Loopback cells have no link facts and no such table.
         assert!(!table.contains("CPU time of each endpoint"), "{table}");
-        let table = markdown(&[cell(vec![1.0], vec![1.0])], 1, 1000, &default_plugins());
+        let table = markdown(&[cell(vec![1.0], vec![1.0])], 1, &default_plugins());
         assert!(!table.contains("What the emulated link saw"), "{table}");
     }
 
@@ -751,7 +796,7 @@ mod tests {
         let mut measured = cell(vec![500.0; 3], vec![450.0; 3]);
         measured.without.cpu_ms = vec![(400.0, 300.0), (500.0, 200.0), (450.0, 250.0)];
         measured.with.cpu_ms = vec![(495.0, 240.0), (600.0, 260.0), (440.0, 270.0)];
-        let table = markdown(&[measured], 3, 1000, &default_plugins());
+        let table = markdown(&[measured], 3, &default_plugins());
         assert!(
             table.contains("| loopback | a | b | 450 / 495 | +10.0 % | 250 / 260 | +4.0 % |"),
             "{table}"
@@ -764,6 +809,7 @@ mod tests {
             server: "a".into(),
             client: "b".into(),
             link: PerfLink::Gigabit,
+            size: 1000,
             without: ModeFigures::default(),
             with: ModeFigures {
                 runs_mbps: vec![1.0],

@@ -228,6 +228,11 @@ pub struct PerfCell {
     pub without: ModeFigures,
     /// With [`PerfRun::plugins`] on both sides.
     pub with: ModeFigures,
+    /// Goodput with plugins over goodput without, in each round where both
+    /// modes completed, in round order. The two runs of a round ran back to
+    /// back, so a drift of the machine from one round to the next cancels
+    /// out of their ratio.
+    pub round_ratios: Vec<f64>,
 }
 
 impl PerfCell {
@@ -249,25 +254,55 @@ impl PerfCell {
         if with.is_empty() || without.is_empty() {
             return None;
         }
-        let mut rng = SplitMix64(0x5eed_c0de_0001);
-        let mut resample = |runs: &[f64], into: &mut Vec<f64>| {
-            into.clear();
-            into.extend((0..runs.len()).map(|_| runs[rng.below(runs.len())]));
-            into.sort_by(f64::total_cmp);
-        };
         let (mut a, mut b) = (Vec::new(), Vec::new());
-        let mut ratios = Vec::with_capacity(BOOTSTRAP_RESAMPLES);
-        for _ in 0..BOOTSTRAP_RESAMPLES {
-            resample(with, &mut a);
-            resample(without, &mut b);
+        bootstrap_interval(|rng| {
+            resample(with, rng, &mut a);
+            resample(without, rng, &mut b);
             let (w, wo) = (quantile(&a, 0.5)?, quantile(&b, 0.5)?);
-            if wo > 0.0 {
-                ratios.push(w / wo);
-            }
-        }
-        ratios.sort_by(f64::total_cmp);
-        Some((quantile(&ratios, 0.025)?, quantile(&ratios, 0.975)?))
+            (wo > 0.0).then(|| w / wo)
+        })
     }
+
+    /// The median of [`Self::round_ratios`]: the ratio of two runs that
+    /// ran back to back, in the middle round.
+    pub fn paired_ratio(&self) -> Option<f64> {
+        median(self.round_ratios.iter().copied())
+    }
+
+    /// A 95 % interval of [`Self::paired_ratio`], by percentile bootstrap
+    /// over the rounds. Narrower than [`Self::ratio_interval`] when the
+    /// machine drifts between rounds more than within one.
+    pub fn paired_interval(&self) -> Option<(f64, f64)> {
+        if self.round_ratios.is_empty() {
+            return None;
+        }
+        let mut a = Vec::new();
+        bootstrap_interval(|rng| {
+            resample(&self.round_ratios, rng, &mut a);
+            quantile(&a, 0.5)
+        })
+    }
+}
+
+/// `into` becomes a sorted resample of `runs`, drawn with replacement.
+fn resample(runs: &[f64], rng: &mut SplitMix64, into: &mut Vec<f64>) {
+    into.clear();
+    into.extend((0..runs.len()).map(|_| runs[rng.below(runs.len())]));
+    into.sort_by(f64::total_cmp);
+}
+
+/// The 2.5th and 97.5th percentiles of `statistic` over
+/// [`BOOTSTRAP_RESAMPLES`] resamples, from a fixed seed so that a table is
+/// reproducible from its runs.
+fn bootstrap_interval(
+    mut statistic: impl FnMut(&mut SplitMix64) -> Option<f64>,
+) -> Option<(f64, f64)> {
+    let mut rng = SplitMix64(0x5eed_c0de_0001);
+    let mut values: Vec<f64> = (0..BOOTSTRAP_RESAMPLES)
+        .filter_map(|_| statistic(&mut rng))
+        .collect();
+    values.sort_by(f64::total_cmp);
+    Some((quantile(&values, 0.025)?, quantile(&values, 0.975)?))
 }
 
 /// A small deterministic generator (SplitMix64) for the bootstrap: the
@@ -352,6 +387,7 @@ pub fn run_perf(spec_run: &PerfRun) -> Vec<PerfCell> {
                     size,
                     without: ModeFigures::default(),
                     with: ModeFigures::default(),
+                    round_ratios: Vec::new(),
                 };
                 let plugins: Vec<&str> = spec_run.plugins.iter().map(String::as_str).collect();
                 for i in 0..spec_run.runs {
@@ -361,6 +397,8 @@ pub fn run_perf(spec_run: &PerfRun) -> Vec<PerfCell> {
                     } else {
                         [("with", &plugins), ("without", &[])]
                     };
+                    // This round's goodput, with plugins and without.
+                    let mut round = (None, None);
                     for (mode, plugins) in modes {
                         let label = format!("{mode}-{i}");
                         let run = spec(&label, *link, size, plugins);
@@ -371,13 +409,14 @@ pub fn run_perf(spec_run: &PerfRun) -> Vec<PerfCell> {
                             .join(&label);
                         let outcome =
                             run_pair(&spec_run.env, server, client, "transfer", &run, &folder);
-                        let figures = if mode == "with" {
-                            &mut cell.with
+                        let (figures, goodput) = if mode == "with" {
+                            (&mut cell.with, &mut round.0)
                         } else {
-                            &mut cell.without
+                            (&mut cell.without, &mut round.1)
                         };
                         match goodput_mbps(&outcome, size) {
                             Some(g) => {
+                                *goodput = Some(g);
                                 figures.runs_mbps.push(g);
                                 if !run.direct {
                                     figures.link.push(LinkFacts::of(&outcome.trace));
@@ -393,6 +432,9 @@ pub fn run_perf(spec_run: &PerfRun) -> Vec<PerfCell> {
                             }
                             None => figures.failed += 1,
                         }
+                    }
+                    if let (Some(with), Some(without)) = round {
+                        cell.round_ratios.push(with / without);
                     }
                     eprint!(".");
                     let _ = std::io::stderr().flush();
@@ -434,10 +476,12 @@ pub fn markdown(cells: &[PerfCell], runs: usize, plugins: &[String]) -> String {
     let sizes = sizes.join(", ");
     let mut out = format!(
         "Bulk download of {sizes}, {runs} runs per mode alternated; goodput in Mbit/s \
-         as median (first–third quartile); plugins: {plugins}; the ratio's 95 % \
-         interval by percentile bootstrap over the runs.\n\n\
-         | link | server | client | without plugins | with plugins | ratio of medians | 95 % interval |\n\
-         |---|---|---|---|---|---|---|\n"
+         as median (first–third quartile); plugins: {plugins}. The ratio of medians has \
+         its 95 % interval by percentile bootstrap over the runs; the paired ratio is the \
+         median, over the rounds, of the ratio of a round's two runs (which ran back to \
+         back), with its interval by bootstrap over the rounds.\n\n\
+         | link | server | client | without plugins | with plugins | ratio of medians | 95 % interval | paired ratio | 95 % interval |\n\
+         |---|---|---|---|---|---|---|---|---|\n"
     );
     let figures = |m: &ModeFigures| match m.quartiles() {
         Some((median, q1, q3)) => {
@@ -450,36 +494,54 @@ pub fn markdown(cells: &[PerfCell], runs: usize, plugins: &[String]) -> String {
         }
         None => format!("no run completed ({} failed)", m.failed),
     };
-    for c in cells {
-        let ratio = c
-            .ratio()
-            .map_or("—".to_string(), |r| format!("{:.1} %", r * 100.0));
-        let interval = c.ratio_interval().map_or("—".to_string(), |(lo, hi)| {
+    let percent = |r: Option<f64>| r.map_or("—".to_string(), |r| format!("{:.1} %", r * 100.0));
+    let interval = |i: Option<(f64, f64)>| {
+        i.map_or("—".to_string(), |(lo, hi)| {
             format!("{:.1}–{:.1} %", lo * 100.0, hi * 100.0)
-        });
+        })
+    };
+    for c in cells {
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             c.link.name(),
             c.server,
             c.client,
             figures(&c.without),
             figures(&c.with),
-            ratio,
-            interval
+            percent(c.ratio()),
+            interval(c.ratio_interval()),
+            percent(c.paired_ratio()),
+            interval(c.paired_interval()),
         ));
     }
-    let judged: Vec<(f64, f64)> = cells.iter().filter_map(PerfCell::ratio_interval).collect();
-    if !judged.is_empty() {
-        let below = judged.iter().filter(|(_, hi)| *hi < GOODPUT_GOAL).count();
-        let above = judged.iter().filter(|(lo, _)| *lo >= GOODPUT_GOAL).count();
-        out.push_str(&format!(
-            "\nAgainst the {:.0} % goal: {above} of {} cells have their whole interval at or \
-             above it, {below} below it, {} hold it within their interval.\n",
+    let against_goal = |intervals: Vec<(f64, f64)>, by: &str| {
+        if intervals.is_empty() {
+            return String::new();
+        }
+        let below = intervals
+            .iter()
+            .filter(|(_, hi)| *hi < GOODPUT_GOAL)
+            .count();
+        let above = intervals
+            .iter()
+            .filter(|(lo, _)| *lo >= GOODPUT_GOAL)
+            .count();
+        format!(
+            "\nAgainst the {:.0} % goal, by {by}: {above} of {} cells have their whole \
+             interval at or above it, {below} below it, {} hold it within their interval.\n",
             GOODPUT_GOAL * 100.0,
-            judged.len(),
-            judged.len() - above - below
-        ));
-    }
+            intervals.len(),
+            intervals.len() - above - below
+        )
+    };
+    out.push_str(&against_goal(
+        cells.iter().filter_map(PerfCell::ratio_interval).collect(),
+        "the ratio of medians",
+    ));
+    out.push_str(&against_goal(
+        cells.iter().filter_map(PerfCell::paired_interval).collect(),
+        "the paired ratio",
+    ));
     out.push_str(&cpu_table(cells));
     out.push_str(&link_table(cells));
     out
@@ -601,8 +663,12 @@ mod tests {
                 cpu_ms: Vec::new(),
                 failed: 1,
             },
+            // The round whose run with plugins failed has no ratio.
+            round_ratios: vec![190.0 / 100.0, 180.0 / 200.0],
         };
         assert_eq!(cell.ratio(), Some(185.0 / 200.0));
+        let paired = cell.paired_ratio().expect("paired ratio");
+        assert!((paired - 1.4).abs() < 1e-9, "{paired}");
         let table = markdown(&[cell], 3, &default_plugins());
         assert!(
             table.contains(
@@ -610,9 +676,12 @@ mod tests {
             ),
             "{table}"
         );
+        assert!(table.contains(" | 140.0 % | 90.0–190.0 % |\n"), "{table}");
     }
 
+    /// A cell whose runs of round `i` are `without[i]` and `with[i]`.
     fn cell(without: Vec<f64>, with: Vec<f64>) -> PerfCell {
+        let round_ratios = with.iter().zip(&without).map(|(w, wo)| w / wo).collect();
         PerfCell {
             server: "a".into(),
             client: "b".into(),
@@ -630,6 +699,7 @@ mod tests {
                 cpu_ms: Vec::new(),
                 failed: 0,
             },
+            round_ratios,
         }
     }
 
@@ -713,11 +783,32 @@ mod tests {
         );
         let table = markdown(&[met, missed, open], 5, &default_plugins());
         assert!(table.contains("| 99.0 % | 99.0–99.0 % |"), "{table}");
-        assert!(
-            table.contains("Against the 97 % goal: 1 of 3 cells have their whole interval at or above it, 1 below it, 1 hold it within their interval."),
-            "{table}"
-        );
+        for by in ["the ratio of medians", "the paired ratio"] {
+            assert!(
+                table.contains(&format!("Against the 97 % goal, by {by}: 1 of 3 cells have their whole interval at or above it, 1 below it, 1 hold it within their interval.")),
+                "{table}"
+            );
+        }
         assert_eq!(cell(vec![], vec![1.0]).ratio_interval(), None);
+        assert_eq!(cell(vec![], vec![1.0]).paired_interval(), None);
+    }
+
+    #[test]
+    fn pairing_the_runs_of_a_round_cancels_a_drift_between_rounds() {
+        // The machine is fast in some rounds and slow in others; the plugins
+        // cost 10 % in every round.
+        let without = vec![600.0, 1400.0, 800.0, 1200.0, 1000.0, 700.0];
+        let with: Vec<f64> = without.iter().map(|g| g * 0.9).collect();
+        let drifting = cell(without, with);
+        let (lo, hi) = drifting.ratio_interval().expect("interval");
+        assert!(hi - lo > 0.3, "{lo}..{hi}");
+        let paired = drifting.paired_ratio().expect("paired ratio");
+        assert!((paired - 0.9).abs() < 1e-9, "{paired}");
+        let (lo, hi) = drifting.paired_interval().expect("interval");
+        assert!(
+            (lo - 0.9).abs() < 1e-9 && (hi - 0.9).abs() < 1e-9,
+            "{lo}..{hi}"
+        );
     }
 
     fn datagram(direction: Direction, sent_ms: u64, dropped: bool) -> DatagramRecord {
@@ -817,7 +908,9 @@ mod tests {
                 cpu_ms: Vec::new(),
                 failed: 0,
             },
+            round_ratios: Vec::new(),
         };
         assert_eq!(cell.ratio(), None);
+        assert_eq!(cell.paired_ratio(), None);
     }
 }

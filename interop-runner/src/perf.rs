@@ -263,8 +263,8 @@ impl PerfCell {
         })
     }
 
-    /// The median of [`Self::round_ratios`]: the ratio of two runs that
-    /// ran back to back, in the middle round.
+    /// The median of [`Self::round_ratios`], each the ratio of two runs
+    /// that ran back to back.
     pub fn paired_ratio(&self) -> Option<f64> {
         median(self.round_ratios.iter().copied())
     }

@@ -198,7 +198,11 @@ fn benches(c: &mut Criterion) {
     // Calls of the ACK logger, on fresh connections of LOGGED_PER_CONNECTION
     // calls each (the log budget allows that many records); `keep` is the
     // mock's `keep_logs`.
-    let logged = |iters: u64, keep: bool| {
+    // With `evict`, 16 MiB are written before each call and only the calls
+    // are timed, as for run-and-return above: a server calls the logger once
+    // every 25-45 packets of its own work (docs/measurements.md).
+    let mut other = vec![0u8; 16 << 20];
+    let mut logged = |iters: u64, keep: bool, evict: bool| {
         let mut timed = Duration::ZERO;
         let mut left = iters;
         while left > 0 {
@@ -207,13 +211,27 @@ fn benches(c: &mut Criterion) {
                 .expect("pair")
                 .client;
             ep.conn.keep_logs = keep;
-            let start = Instant::now();
-            for pn in 0..calls {
-                ep.plugins
-                    .process_frame(&mut ep.conn, black_box(&ack), rx_ctx(pn))
-                    .expect("observe");
+            if evict {
+                for pn in 0..calls {
+                    for line in other.chunks_mut(64) {
+                        line[0] = line[0].wrapping_add(pn as u8);
+                    }
+                    black_box(&other);
+                    let start = Instant::now();
+                    ep.plugins
+                        .process_frame(&mut ep.conn, black_box(&ack), rx_ctx(pn))
+                        .expect("observe");
+                    timed += start.elapsed();
+                }
+            } else {
+                let start = Instant::now();
+                for pn in 0..calls {
+                    ep.plugins
+                        .process_frame(&mut ep.conn, black_box(&ack), rx_ctx(pn))
+                        .expect("observe");
+                }
+                timed += start.elapsed();
             }
-            timed += start.elapsed();
             assert_eq!(ep.conn.logged, calls);
             if keep {
                 assert_eq!(ep.conn.log_count("ack-logger", None), calls as usize);
@@ -223,13 +241,16 @@ fn benches(c: &mut Criterion) {
         timed
     };
     group.bench_function("logged and kept", |b| {
-        b.iter_custom(|iters| logged(iters, true))
+        b.iter_custom(|iters| logged(iters, true, false))
     });
     // The runtime's own cost of a record: a host that keeps records copies
     // them (the endpoints into one text buffer, the mock whole), which the
     // benchmark above includes.
     group.bench_function("logged, the host keeps nothing", |b| {
-        b.iter_custom(|iters| logged(iters, false))
+        b.iter_custom(|iters| logged(iters, false, false))
+    });
+    group.bench_function("logged, the host keeps nothing, caches evicted", |b| {
+        b.iter_custom(|iters| logged(iters, false, true))
     });
     let mut spent = MockPair::new(&runtime, std::slice::from_ref(&ack_logger), &[], 1200, 0)
         .expect("pair")

@@ -17,11 +17,11 @@
 
 mod common;
 
-use common::{bench_pair, send_ctx};
+use common::{EVICT_BYTES, bench_pair, evicted, send_ctx};
 use corequic_runtime::{HostCapabilities, Runtime, RuntimeConfig};
 use criterion::{Criterion, criterion_group, criterion_main};
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use wasm_encoder::{
     CanonicalOption, CodeSection, ComponentBuilder, ComponentExportKind, ComponentValType,
     ExportKind, ExportSection, Function, FunctionSection, Instruction, MemArg, MemorySection,
@@ -33,10 +33,6 @@ use wasmtime::{Config, Engine, Instance, Store};
 /// The frame type `test-bench` registers and answers `should-send-frame`
 /// for.
 const FRAME_MAX_DATA: u64 = 0x3f5e;
-
-/// Bytes written between two timed calls: more than this machine's L2 and
-/// half its L3.
-const EVICT_BYTES: usize = 16 << 20;
 
 /// A memory of one page, exported as `memory` when `export` is set.
 fn one_page() -> MemorySection {
@@ -175,21 +171,6 @@ fn component_result() -> Vec<u8> {
     );
     c.export("f", ComponentExportKind::Func, lifted, None);
     c.finish()
-}
-
-/// Time `call` with `other` written through before each call.
-fn evicted<R>(other: &mut [u8], iters: u64, mut call: impl FnMut() -> R) -> Duration {
-    let mut timed = Duration::ZERO;
-    for i in 0..iters {
-        for line in other.chunks_mut(64) {
-            line[0] = line[0].wrapping_add(i as u8);
-        }
-        black_box(&*other);
-        let start = Instant::now();
-        black_box(call());
-        timed += start.elapsed();
-    }
-    timed
 }
 
 fn benches(c: &mut Criterion) {

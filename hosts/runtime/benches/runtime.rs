@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{bench_pair, plugin_bytes, send_ctx};
+use common::{EVICT_BYTES, bench_pair, evicted, plugin_bytes, send_ctx};
 use corequic_mock::{MockPair, get_varint, put_varint};
 use corequic_runtime::abi::{
     AckFrame, FieldId, FieldRef, Frame, FrameOutcome, PacketType, PluginVal, PnSpace, RxContext,
@@ -87,23 +87,13 @@ fn benches(c: &mut Criterion) {
     // call costs in a transfer (docs/measurements.md).
     c.bench_function("run and return, caches evicted", |b| {
         let ep = &mut pair.client;
-        let mut other = vec![0u8; 16 << 20];
+        let mut other = vec![0u8; EVICT_BYTES];
         b.iter_custom(|iters| {
-            let mut timed = Duration::ZERO;
-            for i in 0..iters {
-                for line in other.chunks_mut(64) {
-                    line[0] = line[0].wrapping_add(i as u8);
-                }
-                black_box(&other);
-                let start = Instant::now();
-                black_box(
-                    ep.plugins
-                        .plugin_control(&mut ep.conn, 0, &[])
-                        .expect("call"),
-                );
-                timed += start.elapsed();
-            }
-            timed
+            evicted(&mut other, iters, || {
+                ep.plugins
+                    .plugin_control(&mut ep.conn, 0, &[])
+                    .expect("call")
+            })
         })
     });
     c.bench_function("input outputs", |b| {
@@ -201,7 +191,7 @@ fn benches(c: &mut Criterion) {
     // With `evict`, 16 MiB are written before each call and only the calls
     // are timed, as for run-and-return above: a server calls the logger once
     // every 25-45 packets of its own work (docs/measurements.md).
-    let mut other = vec![0u8; 16 << 20];
+    let mut other = vec![0u8; EVICT_BYTES];
     let mut logged = |iters: u64, keep: bool, evict: bool| {
         let mut timed = Duration::ZERO;
         let mut left = iters;
@@ -211,24 +201,19 @@ fn benches(c: &mut Criterion) {
                 .expect("pair")
                 .client;
             ep.conn.keep_logs = keep;
+            let mut pn = 0;
+            let mut observe = || {
+                ep.plugins
+                    .process_frame(&mut ep.conn, black_box(&ack), rx_ctx(pn))
+                    .expect("observe");
+                pn += 1;
+            };
             if evict {
-                for pn in 0..calls {
-                    for line in other.chunks_mut(64) {
-                        line[0] = line[0].wrapping_add(pn as u8);
-                    }
-                    black_box(&other);
-                    let start = Instant::now();
-                    ep.plugins
-                        .process_frame(&mut ep.conn, black_box(&ack), rx_ctx(pn))
-                        .expect("observe");
-                    timed += start.elapsed();
-                }
+                timed += evicted(&mut other, calls, observe);
             } else {
                 let start = Instant::now();
-                for pn in 0..calls {
-                    ep.plugins
-                        .process_frame(&mut ep.conn, black_box(&ack), rx_ctx(pn))
-                        .expect("observe");
+                for _ in 0..calls {
+                    observe();
                 }
                 timed += start.elapsed();
             }

@@ -1,11 +1,33 @@
 //! What the runtime's benchmark files share: the plugin components, the
-//! send context of a 1-RTT packet, and a mock connection pair running the
-//! `test-bench` plugin.
+//! send context of a 1-RTT packet, a mock connection pair running the
+//! `test-bench` plugin, and calls timed with the caches evicted.
 
 use corequic_mock::MockPair;
 use corequic_runtime::abi::{PacketType, PnSpace, SendContext, SendPosition};
 use corequic_runtime::{Grants, Runtime};
+use std::hint::black_box;
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Bytes written between two timed calls: more than this machine's L2 and
+/// half its L3.
+pub const EVICT_BYTES: usize = 16 << 20;
+
+/// Time `iters` calls of `call`, with `other` written through before each
+/// one, as a stack's packet work does between two plugin calls.
+pub fn evicted<R>(other: &mut [u8], iters: u64, mut call: impl FnMut() -> R) -> Duration {
+    let mut timed = Duration::ZERO;
+    for i in 0..iters {
+        for line in other.chunks_mut(64) {
+            line[0] = line[0].wrapping_add(i as u8);
+        }
+        black_box(&*other);
+        let start = Instant::now();
+        black_box(call());
+        timed += start.elapsed();
+    }
+    timed
+}
 
 /// A plugin component built by `make plugins` (the folder can be
 /// overridden with `COREQUIC_PLUGIN_DIR`).

@@ -520,13 +520,73 @@ impl std::fmt::Display for Rendered<'_> {
             PluginVal::String(s) => f.write_str(s),
             PluginVal::Bytes(b) => {
                 f.write_str("0x")?;
-                b.iter().try_for_each(|x| write!(f, "{x:02x}"))
+                write_hex(f, b)
             }
             PluginVal::Duration(ns) => write!(f, "{ns}ns"),
             PluginVal::Instant(ns) => write!(f, "@{ns}ns"),
             PluginVal::SocketAddr(a) => write!(f, "{}", std::net::SocketAddr::from(*a)),
+            // A frame may carry a plugin's whole log budget in bytes, each of
+            // which `Debug` writes as a decimal list item: only its start is
+            // rendered, so keeping it costs the plugin's call little.
+            PluginVal::Frame(frame) => {
+                use std::fmt::Write as _;
+                let mut capped = Capped {
+                    out: f,
+                    left: RENDERED_FRAME_CHARS,
+                };
+                match write!(capped, "{frame:?}") {
+                    Ok(()) => Ok(()),
+                    Err(_) if capped.left == 0 => f.write_str("…"),
+                    Err(e) => Err(e),
+                }
+            }
             other => write!(f, "{other:?}"),
         }
+    }
+}
+
+/// At most this many bytes of a frame's `Debug` text are rendered.
+const RENDERED_FRAME_CHARS: usize = 512;
+
+/// `bytes` in lowercase hex, a chunk at a time rather than a `write!` per
+/// byte.
+fn write_hex(f: &mut std::fmt::Formatter<'_>, bytes: &[u8]) -> std::fmt::Result {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut chunk = [0u8; 128];
+    for part in bytes.chunks(chunk.len() / 2) {
+        let (pairs, _) = chunk.as_chunks_mut::<2>();
+        for (pair, byte) in pairs.iter_mut().zip(part) {
+            *pair = [
+                DIGITS[usize::from(byte >> 4)],
+                DIGITS[usize::from(byte & 0xf)],
+            ];
+        }
+        // Only ASCII hex digits were written.
+        f.write_str(std::str::from_utf8(&chunk[..part.len() * 2]).unwrap_or_default())?;
+    }
+    Ok(())
+}
+
+/// A writer that passes on at most `left` bytes, cut at a character
+/// boundary, and fails once it has cut, which stops the formatting.
+struct Capped<'a, 'f> {
+    out: &'a mut std::fmt::Formatter<'f>,
+    left: usize,
+}
+
+impl std::fmt::Write for Capped<'_, '_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        if s.len() <= self.left {
+            self.left -= s.len();
+            return self.out.write_str(s);
+        }
+        let mut end = self.left;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.out.write_str(&s[..end])?;
+        self.left = 0;
+        Err(std::fmt::Error)
     }
 }
 
@@ -1171,6 +1231,27 @@ mod tests {
                 {"plugin": "p", "level": "debug", "message": "m \"quoted\"", "fields": []},
             ])
         );
+    }
+
+    /// A frame's rendering stops after [`RENDERED_FRAME_CHARS`], however
+    /// many bytes it carries; a short one is rendered whole, and bytes of
+    /// any length in full hex.
+    #[test]
+    fn a_frame_is_rendered_up_to_a_cap_and_bytes_in_full() {
+        use corequic_runtime::abi::Frame;
+        let small = render(&PluginVal::Frame(Frame::MaxData(1_000)));
+        assert_eq!(small, format!("{:?}", Frame::MaxData(1_000)));
+        assert!(!small.ends_with('…'), "{small}");
+        let token = PluginVal::Frame(Frame::NewToken(vec![b't'; 64 * 1024]));
+        let rendered = render(&token);
+        assert!(rendered.ends_with('…'), "{rendered}");
+        assert_eq!(rendered.len(), RENDERED_FRAME_CHARS + '…'.len_utf8());
+        let whole = format!("{:?}", Frame::NewToken(vec![b't'; 64 * 1024]));
+        assert!(whole.starts_with(rendered.trim_end_matches('…')));
+        let bytes: Vec<u8> = (0..=255).cycle().take(1_000).collect();
+        let hex = render(&PluginVal::Bytes(bytes.clone()));
+        let expected: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, format!("0x{expected}"));
     }
 
     #[test]

@@ -74,6 +74,9 @@ pub struct PluginCounters {
     pub calls: u64,
     /// Why it was removed, if it was.
     pub removed: Option<String>,
+    /// Wall time inside the calls the host made into the plugin, ns, where
+    /// the endpoint reports it.
+    pub call_time_ns: Option<u64>,
 }
 
 /// One plugin-control call in the stats JSON.

@@ -117,6 +117,9 @@ pub struct ModeFigures {
     /// CPU time of the server and of the client process in each
     /// successful run where both reported it, ms, in run order.
     pub cpu_ms: Vec<(f64, f64)>,
+    /// Of that CPU time, the time each side spent inside its plugins'
+    /// calls, ms, for the same runs (0 where a side reported none).
+    pub plugin_ms: Vec<(f64, f64)>,
     /// Runs that did not complete byte-exact (not counted in the figures).
     pub failed: usize,
 }
@@ -160,6 +163,27 @@ impl ModeFigures {
             median(self.cpu_ms.iter().map(|c| c.0))?,
             median(self.cpu_ms.iter().map(|c| c.1))?,
         ))
+    }
+
+    /// Median time inside plugin calls of the server and of the client,
+    /// ms, and the median share of its run's CPU time that was, per side;
+    /// `None` when no run reported CPU time or no plugin was called.
+    fn plugin_medians(&self) -> Option<[(f64, f64); 2]> {
+        let runs = || self.plugin_ms.iter().zip(&self.cpu_ms);
+        if self.plugin_ms.iter().all(|p| p.0 == 0.0 && p.1 == 0.0) {
+            return None;
+        }
+        let share = |part: f64, whole: f64| if whole > 0.0 { part / whole } else { 0.0 };
+        Some([
+            (
+                median(runs().map(|(p, _)| p.0))?,
+                median(runs().map(|(p, c)| share(p.0, c.0)))?,
+            ),
+            (
+                median(runs().map(|(p, _)| p.1))?,
+                median(runs().map(|(p, c)| share(p.1, c.1)))?,
+            ),
+        ])
     }
 
     /// Median client datagrams and median drops over the runs with link
@@ -424,10 +448,23 @@ pub fn run_perf(spec_run: &PerfRun) -> Vec<PerfCell> {
                                 let cpu = |side: &crate::execute::EndpointOutcome| {
                                     side.stats.as_ref().and_then(|s| s.cpu_ms)
                                 };
+                                // The time inside plugin calls, for the same
+                                // runs as the CPU time, so that the two line up.
+                                let in_plugins = |side: &crate::execute::EndpointOutcome| {
+                                    side.stats.as_ref().map_or(0.0, |s| {
+                                        s.plugins.iter().filter_map(|p| p.call_time_ns).sum::<u64>()
+                                            as f64
+                                            / 1e6
+                                    })
+                                };
                                 if let (Some(server), Some(client)) =
                                     (cpu(&outcome.server), cpu(&outcome.client))
                                 {
                                     figures.cpu_ms.push((server, client));
+                                    figures.plugin_ms.push((
+                                        in_plugins(&outcome.server),
+                                        in_plugins(&outcome.client),
+                                    ));
                                 }
                             }
                             None => figures.failed += 1,
@@ -558,10 +595,18 @@ fn cpu_table(cells: &[PerfCell]) -> String {
     }
     let mut out = String::from(
         "\nCPU time of each endpoint process per run, ms, median without plugins / with, \
-         and what the plugins added.\n\n\
-         | link | server | client | server CPU | added | client CPU | added |\n\
-         |---|---|---|---|---|---|---|\n",
+         what the plugins added, and the time the side spent inside its plugins' calls in \
+         a run with them (ms, and its share of that run's CPU time; medians over the runs). \
+         The time inside the calls is measured around each call, so it does not move with \
+         the runs' spread as the CPU time does.\n\n\
+         | link | server | client | server CPU | added | in plugin calls | client CPU | added \
+         | in plugin calls |\n\
+         |---|---|---|---|---|---|---|---|---|\n",
     );
+    let in_calls = |side: Option<(f64, f64)>| match side {
+        Some((ms, share)) => format!("{ms:.1} ({:.1} %)", share * 100.0),
+        None => "—".to_string(),
+    };
     let added = |without: f64, with: f64| {
         if without > 0.0 {
             format!("{:+.1} %", (with / without - 1.0) * 100.0)
@@ -570,17 +615,20 @@ fn cpu_table(cells: &[PerfCell]) -> String {
         }
     };
     for (c, without, with) in rows {
+        let calls = c.with.plugin_medians();
         out.push_str(&format!(
-            "| {} | {} | {} | {:.0} / {:.0} | {} | {:.0} / {:.0} | {} |\n",
+            "| {} | {} | {} | {:.0} / {:.0} | {} | {} | {:.0} / {:.0} | {} | {} |\n",
             c.link.name(),
             c.server,
             c.client,
             without.0,
             with.0,
             added(without.0, with.0),
+            in_calls(calls.map(|[server, _]| server)),
             without.1,
             with.1,
-            added(without.1, with.1)
+            added(without.1, with.1),
+            in_calls(calls.map(|[_, client]| client)),
         ));
     }
     out
@@ -655,12 +703,14 @@ mod tests {
                 runs_mbps: vec![100.0, 300.0, 200.0],
                 link: Vec::new(),
                 cpu_ms: Vec::new(),
+                plugin_ms: Vec::new(),
                 failed: 0,
             },
             with: ModeFigures {
                 runs_mbps: vec![190.0, 180.0],
                 link: Vec::new(),
                 cpu_ms: Vec::new(),
+                plugin_ms: Vec::new(),
                 failed: 1,
             },
             // The round whose run with plugins failed has no ratio.
@@ -691,12 +741,14 @@ mod tests {
                 runs_mbps: without,
                 link: Vec::new(),
                 cpu_ms: Vec::new(),
+                plugin_ms: Vec::new(),
                 failed: 0,
             },
             with: ModeFigures {
                 runs_mbps: with,
                 link: Vec::new(),
                 cpu_ms: Vec::new(),
+                plugin_ms: Vec::new(),
                 failed: 0,
             },
             round_ratios,
@@ -889,7 +941,31 @@ mod tests {
         measured.with.cpu_ms = vec![(495.0, 240.0), (600.0, 260.0), (440.0, 270.0)];
         let table = markdown(&[measured], 3, &default_plugins());
         assert!(
-            table.contains("| loopback | a | b | 450 / 495 | +10.0 % | 250 / 260 | +4.0 % |"),
+            table.contains(
+                "| loopback | a | b | 450 / 495 | +10.0 % | — | 250 / 260 | +4.0 % | — |"
+            ),
+            "{table}"
+        );
+    }
+
+    /// The time inside plugin calls is a median over the runs with plugins,
+    /// and so is its share of each run's own CPU time (not the ratio of the
+    /// two medians).
+    #[test]
+    fn the_cpu_table_gives_the_time_inside_plugin_calls_and_its_share() {
+        let mut measured = cell(vec![500.0; 3], vec![450.0; 3]);
+        measured.without.cpu_ms = vec![(400.0, 300.0), (500.0, 200.0), (450.0, 250.0)];
+        measured.without.plugin_ms = vec![(0.0, 0.0); 3];
+        measured.with.cpu_ms = vec![(500.0, 240.0), (600.0, 260.0), (400.0, 270.0)];
+        // Shares 4.8 %, 1 %, 2 % of the server's CPU (the median time, 8 ms,
+        // is 1.6 % of the median CPU time); 2.5 %, 1 %, 1 % of the client's.
+        measured.with.plugin_ms = vec![(24.0, 6.0), (6.0, 2.6), (8.0, 2.7)];
+        let table = markdown(&[measured], 3, &default_plugins());
+        assert!(
+            table.contains(
+                "| loopback | a | b | 450 / 500 | +11.1 % | 8.0 (2.0 %) | 250 / 260 | +4.0 % \
+                 | 2.7 (1.0 %) |"
+            ),
             "{table}"
         );
     }
@@ -906,6 +982,7 @@ mod tests {
                 runs_mbps: vec![1.0],
                 link: Vec::new(),
                 cpu_ms: Vec::new(),
+                plugin_ms: Vec::new(),
                 failed: 0,
             },
             round_ratios: Vec::new(),

@@ -241,7 +241,7 @@ fn fallback_clock() -> Duration {
 /// earlier check saw that (see the module docs); otherwise it looks again
 /// one tick later.
 pub(crate) fn install(store: &mut Store<PluginState>, ticker: &Ticker) {
-    start_call(store, ticker.first_check_ticks, ticker);
+    start_call(store, ticker.first_check_ticks, ticker, Instant::now());
     let ticker = ticker.clone();
     store.epoch_deadline_callback(move |mut state| {
         let data = state.data_mut();
@@ -312,12 +312,11 @@ fn check(
 /// interrupts it half a tick of CPU time later, so no call is interrupted
 /// before it has itself used the deadline less half a tick (CQ-LIMIT-2
 /// allows one tick less).
-fn call_start_cpu_time(tick: Duration) -> Duration {
+fn call_start_cpu_time(tick: Duration, now: Instant) -> Duration {
     use std::cell::Cell;
     thread_local! {
         static LAST: Cell<Option<(Instant, Duration)>> = const { Cell::new(None) };
     }
-    let now = Instant::now();
     LAST.with(|last| match last.get() {
         Some((at, cpu)) if now.saturating_duration_since(at) < tick / 2 => cpu,
         _ => {
@@ -330,10 +329,15 @@ fn call_start_cpu_time(tick: Duration) -> Duration {
 
 /// Start the clock of a new call on a store set up by [`install`], whose
 /// first check comes after `ticks` epochs (at most the ticker's
-/// `first_check_ticks`).
-pub(crate) fn start_call(store: &mut Store<PluginState>, ticks: u64, ticker: &Ticker) {
+/// `first_check_ticks`); `now` is when the call starts.
+pub(crate) fn start_call(
+    store: &mut Store<PluginState>,
+    ticks: u64,
+    ticker: &Ticker,
+    now: Instant,
+) {
     let data = store.data_mut();
-    data.call_started = call_start_cpu_time(data.call_tick);
+    data.call_started = call_start_cpu_time(data.call_tick, now);
     data.over_deadline_at = None;
     data.interrupted_after = None;
     data.checked_call = None;
@@ -535,15 +539,15 @@ mod tests {
     #[test]
     fn a_call_start_reading_is_reused_for_half_a_tick_and_never_ahead() {
         let tick = 400 * MS;
-        let first = call_start_cpu_time(tick);
+        let first = call_start_cpu_time(tick, Instant::now());
         burn_cpu(2 * MS);
         // Within half a tick of wall time: the same reading, a lower bound.
-        let again = call_start_cpu_time(tick);
+        let again = call_start_cpu_time(tick, Instant::now());
         assert_eq!(first, again);
         assert!(again + 2 * MS <= thread_cpu_time());
         // Half a tick later a new reading, which includes the work.
         std::thread::sleep(tick / 2);
-        let later = call_start_cpu_time(tick);
+        let later = call_start_cpu_time(tick, Instant::now());
         assert!(later >= first + 2 * MS, "{first:?} then {later:?}");
         assert!(later <= thread_cpu_time());
     }

@@ -23,6 +23,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 use wasmtime::Store;
 
 struct Live {
@@ -37,6 +38,9 @@ struct Slot {
     removed: Option<Fault>,
     calls: u64,
     errors: u64,
+    /// Time inside the calls the host made into the plugin (see
+    /// [`PluginStats::call_time_ns`]).
+    call_time: Duration,
     /// `init` has run (CQ-LOAD-14): no other routine is called before.
     initialised: bool,
     /// Log records dropped, kept here once the plugin is removed.
@@ -108,6 +112,11 @@ pub struct PluginStats {
     /// Log records dropped because the plugin spent its log budget
     /// (CQ-LIMIT-12).
     pub logs_dropped: u64,
+    /// Wall time, in nanoseconds, inside the calls the host made into the
+    /// plugin: what it costs the host's thread in place, caches as the host
+    /// left them. A plugin-control call one plugin makes to another counts
+    /// as the caller's.
+    pub call_time_ns: u64,
 }
 
 enum CallFailure {
@@ -297,6 +306,7 @@ impl PluginSet {
                 removed: None,
                 calls: 0,
                 errors: 0,
+                call_time: Duration::ZERO,
                 initialised: false,
                 logs_dropped_when_removed: 0,
             });
@@ -346,7 +356,8 @@ impl PluginSet {
             Some(_) => 1,
             None => self.ticker.first_check_ticks,
         };
-        crate::deadline::start_call(&mut live.store, first_check, &self.ticker);
+        let entered = Instant::now();
+        crate::deadline::start_call(&mut live.store, first_check, &self.ticker, entered);
         // A plugin-control callee runs on its caller's CPU budget: time in
         // callees counts towards the caller's deadline (CQ-LIMIT-2), so a
         // caller cannot stretch one call by spreading work over callees.
@@ -365,6 +376,7 @@ impl PluginSet {
         crate::deadline::end_call(store);
         if outermost {
             self.outer_call_started = None;
+            self.slots[idx].call_time += entered.elapsed();
         }
         live.store.data_mut().scope = None;
         // The call changed a registration or a timer, or enabled its
@@ -1349,6 +1361,7 @@ impl PluginSet {
                     .live
                     .as_ref()
                     .map_or(s.logs_dropped_when_removed, |l| l.store.data().logs_dropped),
+                call_time_ns: u64::try_from(s.call_time.as_nanos()).unwrap_or(u64::MAX),
             })
             .collect()
     }

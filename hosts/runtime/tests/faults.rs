@@ -636,6 +636,61 @@ fn callee_time_counts_towards_the_callers_deadline() {
     );
 }
 
+/// A plugin's call time is the wall time inside the calls the host made
+/// into it; a plugin-control callee's time counts once, as its caller's.
+/// The callee spins 300,000 iterations a call (about 0.2 ms here), far
+/// within the deadline.
+#[test]
+fn call_time_counts_the_hosts_calls_into_a_plugin_and_a_callee_once() {
+    const SPIN: u64 = 0x4f_0007;
+    let mut p = pair(&["test-hostile", "test-observer"], &[]);
+    let call_time = |p: &corequic_mock::MockPair| -> [u64; 2] {
+        let stats = p.client.plugins.stats();
+        [stats[0].call_time_ns, stats[1].call_time_ns]
+    };
+    // `init` and the handshake's routines were calls too.
+    let [hostile, observer] = call_time(&p);
+    assert!(hostile > 0 && observer > 0, "{hostile} and {observer} ns");
+    let spin = [PluginVal::U64(300_000)];
+    let started = std::time::Instant::now();
+    let r = p
+        .client
+        .plugins
+        .plugin_control(&mut p.client.conn, SPIN, &spin);
+    let around = started.elapsed().as_nanos() as u64;
+    assert!(r.is_ok(), "{r:?}");
+    let [hostile_after, observer_after] = call_time(&p);
+    assert_eq!(hostile_after, hostile, "not called");
+    let inside = observer_after - observer;
+    assert!(
+        inside <= around && inside >= around / 2,
+        "{inside} ns inside the call, {around} ns around it"
+    );
+    let (hostile, observer) = (hostile_after, observer_after);
+    let args = [
+        PluginVal::U64(SPIN),
+        PluginVal::U64(3),
+        PluginVal::U64(300_000),
+    ];
+    let started = std::time::Instant::now();
+    let r = p
+        .client
+        .plugins
+        .plugin_control(&mut p.client.conn, 0x48_000c, &args);
+    let around = started.elapsed().as_nanos() as u64;
+    assert!(r.is_ok(), "{r:?}");
+    let [hostile_after, observer_after] = call_time(&p);
+    assert_eq!(
+        observer_after, observer,
+        "the callee's time is the caller's"
+    );
+    let inside = hostile_after - hostile;
+    assert!(
+        inside <= around && inside >= around / 2,
+        "{inside} ns inside the call, {around} ns around it"
+    );
+}
+
 /// CQ-CTRL-2.
 #[test]
 fn plugin_control_to_a_missing_id_is_not_bound() {

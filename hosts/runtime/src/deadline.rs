@@ -303,22 +303,24 @@ fn check(
 }
 
 /// The thread's CPU time for the start of a call, read again only when the
-/// last reading on this thread is half a tick of wall time old. Reading the
-/// thread CPU clock is a system call (about half a microsecond on a 2-core
+/// last reading on this thread is a tick of wall time old. Reading the
+/// thread CPU clock is a system call (one to two microseconds on a 2-core
 /// VM: more than a whole plugin call), and an older reading only charges the
 /// call with CPU time the thread spent before it started, less than the
-/// wall time since that reading: less than half a tick. A check first finds
-/// a call over budget once it is charged the deadline less half a tick, and
+/// wall time since that reading: less than a tick. A check first finds a
+/// call over budget once it is charged the deadline less half a tick, and
 /// interrupts it half a tick of CPU time later, so no call is interrupted
-/// before it has itself used the deadline less half a tick (CQ-LIMIT-2
-/// allows one tick less).
+/// before it has itself used more than the deadline less a tick, which is
+/// CQ-LIMIT-2's tolerance. A neqo server downloading 200 MB over loopback
+/// read the clock at 1,566 of its 3,560 calls when a reading was reused for
+/// half a tick, and at 761-805 when for a tick.
 fn call_start_cpu_time(tick: Duration, now: Instant) -> Duration {
     use std::cell::Cell;
     thread_local! {
         static LAST: Cell<Option<(Instant, Duration)>> = const { Cell::new(None) };
     }
     LAST.with(|last| match last.get() {
-        Some((at, cpu)) if now.saturating_duration_since(at) < tick / 2 => cpu,
+        Some((at, cpu)) if now.saturating_duration_since(at) < tick => cpu,
         _ => {
             let cpu = thread_cpu_time();
             last.set(Some((now, cpu)));
@@ -537,16 +539,16 @@ mod tests {
     }
 
     #[test]
-    fn a_call_start_reading_is_reused_for_half_a_tick_and_never_ahead() {
+    fn a_call_start_reading_is_reused_for_a_tick_and_never_ahead() {
         let tick = 400 * MS;
         let first = call_start_cpu_time(tick, Instant::now());
         burn_cpu(2 * MS);
-        // Within half a tick of wall time: the same reading, a lower bound.
+        // Within a tick of wall time: the same reading, a lower bound.
         let again = call_start_cpu_time(tick, Instant::now());
         assert_eq!(first, again);
         assert!(again + 2 * MS <= thread_cpu_time());
-        // Half a tick later a new reading, which includes the work.
-        std::thread::sleep(tick / 2);
+        // A tick later a new reading, which includes the work.
+        std::thread::sleep(tick);
         let later = call_start_cpu_time(tick, Instant::now());
         assert!(later >= first + 2 * MS, "{first:?} then {later:?}");
         assert!(later <= thread_cpu_time());

@@ -114,14 +114,25 @@ pub struct ModeFigures {
     /// What the emulated link saw in each successful run, in run order
     /// (empty over loopback, where no emulator sits between the sides).
     pub link: Vec<LinkFacts>,
-    /// CPU time of the server and of the client process in each
-    /// successful run where both reported it, ms, in run order.
-    pub cpu_ms: Vec<(f64, f64)>,
-    /// Of that CPU time, the time each side spent inside its plugins'
-    /// calls, ms, for the same runs (0 where a side reported none).
-    pub plugin_ms: Vec<(f64, f64)>,
+    /// The CPU time of each side in each successful run where both
+    /// reported it, in run order.
+    pub cpu: Vec<RunCpu>,
     /// Runs that did not complete byte-exact (not counted in the figures).
     pub failed: usize,
+}
+
+/// Each side's CPU time in one run, ms, and how much of it the side spent
+/// inside its plugins' calls (0 where it reported none).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RunCpu {
+    /// The server process's CPU time.
+    pub server_ms: f64,
+    /// The client process's CPU time.
+    pub client_ms: f64,
+    /// The server's time inside its plugins' calls.
+    pub server_in_plugins_ms: f64,
+    /// The client's time inside its plugins' calls.
+    pub client_in_plugins_ms: f64,
 }
 
 /// What the emulated link saw in one run. A download's client sends
@@ -160,8 +171,8 @@ impl ModeFigures {
     /// reported it, ms.
     fn cpu_medians(&self) -> Option<(f64, f64)> {
         Some((
-            median(self.cpu_ms.iter().map(|c| c.0))?,
-            median(self.cpu_ms.iter().map(|c| c.1))?,
+            median(self.cpu.iter().map(|c| c.server_ms))?,
+            median(self.cpu.iter().map(|c| c.client_ms))?,
         ))
     }
 
@@ -169,20 +180,23 @@ impl ModeFigures {
     /// ms, and the median share of its run's CPU time that was, per side;
     /// `None` when no run reported CPU time or no plugin was called.
     fn plugin_medians(&self) -> Option<[(f64, f64); 2]> {
-        let runs = || self.plugin_ms.iter().zip(&self.cpu_ms);
-        if self.plugin_ms.iter().all(|p| p.0 == 0.0 && p.1 == 0.0) {
+        if self
+            .cpu
+            .iter()
+            .all(|c| c.server_in_plugins_ms == 0.0 && c.client_in_plugins_ms == 0.0)
+        {
             return None;
         }
         let share = |part: f64, whole: f64| if whole > 0.0 { part / whole } else { 0.0 };
+        let side = |in_plugins: fn(&RunCpu) -> f64, whole: fn(&RunCpu) -> f64| {
+            Some((
+                median(self.cpu.iter().map(in_plugins))?,
+                median(self.cpu.iter().map(|c| share(in_plugins(c), whole(c))))?,
+            ))
+        };
         Some([
-            (
-                median(runs().map(|(p, _)| p.0))?,
-                median(runs().map(|(p, c)| share(p.0, c.0)))?,
-            ),
-            (
-                median(runs().map(|(p, _)| p.1))?,
-                median(runs().map(|(p, c)| share(p.1, c.1)))?,
-            ),
+            side(|c| c.server_in_plugins_ms, |c| c.server_ms)?,
+            side(|c| c.client_in_plugins_ms, |c| c.client_ms)?,
         ])
     }
 
@@ -448,8 +462,6 @@ pub fn run_perf(spec_run: &PerfRun) -> Vec<PerfCell> {
                                 let cpu = |side: &crate::execute::EndpointOutcome| {
                                     side.stats.as_ref().and_then(|s| s.cpu_ms)
                                 };
-                                // The time inside plugin calls, for the same
-                                // runs as the CPU time, so that the two line up.
                                 let in_plugins = |side: &crate::execute::EndpointOutcome| {
                                     side.stats.as_ref().map_or(0.0, |s| {
                                         s.plugins.iter().filter_map(|p| p.call_time_ns).sum::<u64>()
@@ -460,11 +472,12 @@ pub fn run_perf(spec_run: &PerfRun) -> Vec<PerfCell> {
                                 if let (Some(server), Some(client)) =
                                     (cpu(&outcome.server), cpu(&outcome.client))
                                 {
-                                    figures.cpu_ms.push((server, client));
-                                    figures.plugin_ms.push((
-                                        in_plugins(&outcome.server),
-                                        in_plugins(&outcome.client),
-                                    ));
+                                    figures.cpu.push(RunCpu {
+                                        server_ms: server,
+                                        client_ms: client,
+                                        server_in_plugins_ms: in_plugins(&outcome.server),
+                                        client_in_plugins_ms: in_plugins(&outcome.client),
+                                    });
                                 }
                             }
                             None => figures.failed += 1,
@@ -702,15 +715,13 @@ mod tests {
             without: ModeFigures {
                 runs_mbps: vec![100.0, 300.0, 200.0],
                 link: Vec::new(),
-                cpu_ms: Vec::new(),
-                plugin_ms: Vec::new(),
+                cpu: Vec::new(),
                 failed: 0,
             },
             with: ModeFigures {
                 runs_mbps: vec![190.0, 180.0],
                 link: Vec::new(),
-                cpu_ms: Vec::new(),
-                plugin_ms: Vec::new(),
+                cpu: Vec::new(),
                 failed: 1,
             },
             // The round whose run with plugins failed has no ratio.
@@ -729,6 +740,23 @@ mod tests {
         assert!(table.contains(" | 140.0 % | 90.0–190.0 % |\n"), "{table}");
     }
 
+    /// Runs of (server, client) CPU time, ms, with the time inside plugin
+    /// calls of the same runs (none given: 0).
+    fn cpu(runs: &[(f64, f64)], in_plugins: &[(f64, f64)]) -> Vec<RunCpu> {
+        runs.iter()
+            .enumerate()
+            .map(|(i, &(server_ms, client_ms))| {
+                let (server_in, client_in) = in_plugins.get(i).copied().unwrap_or_default();
+                RunCpu {
+                    server_ms,
+                    client_ms,
+                    server_in_plugins_ms: server_in,
+                    client_in_plugins_ms: client_in,
+                }
+            })
+            .collect()
+    }
+
     /// A cell whose runs of round `i` are `without[i]` and `with[i]`.
     fn cell(without: Vec<f64>, with: Vec<f64>) -> PerfCell {
         let round_ratios = with.iter().zip(&without).map(|(w, wo)| w / wo).collect();
@@ -740,15 +768,13 @@ mod tests {
             without: ModeFigures {
                 runs_mbps: without,
                 link: Vec::new(),
-                cpu_ms: Vec::new(),
-                plugin_ms: Vec::new(),
+                cpu: Vec::new(),
                 failed: 0,
             },
             with: ModeFigures {
                 runs_mbps: with,
                 link: Vec::new(),
-                cpu_ms: Vec::new(),
-                plugin_ms: Vec::new(),
+                cpu: Vec::new(),
                 failed: 0,
             },
             round_ratios,
@@ -937,8 +963,8 @@ mod tests {
     #[test]
     fn the_cpu_table_gives_each_sides_medians_and_what_plugins_added() {
         let mut measured = cell(vec![500.0; 3], vec![450.0; 3]);
-        measured.without.cpu_ms = vec![(400.0, 300.0), (500.0, 200.0), (450.0, 250.0)];
-        measured.with.cpu_ms = vec![(495.0, 240.0), (600.0, 260.0), (440.0, 270.0)];
+        measured.without.cpu = cpu(&[(400.0, 300.0), (500.0, 200.0), (450.0, 250.0)], &[]);
+        measured.with.cpu = cpu(&[(495.0, 240.0), (600.0, 260.0), (440.0, 270.0)], &[]);
         let table = markdown(&[measured], 3, &default_plugins());
         assert!(
             table.contains(
@@ -954,12 +980,13 @@ mod tests {
     #[test]
     fn the_cpu_table_gives_the_time_inside_plugin_calls_and_its_share() {
         let mut measured = cell(vec![500.0; 3], vec![450.0; 3]);
-        measured.without.cpu_ms = vec![(400.0, 300.0), (500.0, 200.0), (450.0, 250.0)];
-        measured.without.plugin_ms = vec![(0.0, 0.0); 3];
-        measured.with.cpu_ms = vec![(500.0, 240.0), (600.0, 260.0), (400.0, 270.0)];
+        measured.without.cpu = cpu(&[(400.0, 300.0), (500.0, 200.0), (450.0, 250.0)], &[]);
         // Shares 4.8 %, 1 %, 2 % of the server's CPU (the median time, 8 ms,
         // is 1.6 % of the median CPU time); 2.5 %, 1 %, 1 % of the client's.
-        measured.with.plugin_ms = vec![(24.0, 6.0), (6.0, 2.6), (8.0, 2.7)];
+        measured.with.cpu = cpu(
+            &[(500.0, 240.0), (600.0, 260.0), (400.0, 270.0)],
+            &[(24.0, 6.0), (6.0, 2.6), (8.0, 2.7)],
+        );
         let table = markdown(&[measured], 3, &default_plugins());
         assert!(
             table.contains(
@@ -981,8 +1008,7 @@ mod tests {
             with: ModeFigures {
                 runs_mbps: vec![1.0],
                 link: Vec::new(),
-                cpu_ms: Vec::new(),
-                plugin_ms: Vec::new(),
+                cpu: Vec::new(),
                 failed: 0,
             },
             round_ratios: Vec::new(),

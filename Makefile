@@ -207,10 +207,12 @@ test: plugins patch-check check-wit-doc check-registry fmt-check lint test-upstr
 	$(MAKE) --no-print-directory chaos SEEDS=$(TEST_CHAOS_SEEDS) ALSO_SEEDS=$(CHAOS_REGRESSION_SEEDS)
 	$(MAKE) --no-print-directory docs-check
 
-## bench: criterion benchmarks of the runtime through the mock host, and
-## the floor under a call (wasmtime's own core and component calls).
+## bench: criterion benchmarks of the runtime through the mock host, the
+## floor under a call (wasmtime's own core and component calls), and the
+## endpoints' log book (what keeping a plugin's log record costs).
 bench: plugins
 	$(CARGO) bench -p corequic-runtime --bench runtime --bench floor
+	$(CARGO) bench -p corequic-endpoint --bench log_book
 
 ## bench-pluginop: pluginop's criterion benches and ours back to back, with
 ## the ratios (PLUGINOP=a checkout of github.com/core-quic/pluginop).

@@ -603,12 +603,15 @@ struct LogLine<'a> {
 /// The fields of a kept record, as `[key, value]` pairs.
 struct KeptFields<'a> {
     text: &'a str,
-    spans: &'a [(Range<usize>, KeptValue)],
+    /// The keys, as ranges of `text` (the record's shape's).
+    keys: &'a [Range<usize>],
+    /// The values, one per key.
+    values: &'a [KeptValue],
 }
 
 impl Serialize for KeptFields<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.spans.iter().map(|(key, value)| {
+        serializer.collect_seq(self.keys.iter().zip(self.values).map(|(key, value)| {
             (
                 &self.text[key.clone()],
                 KeptValueText {
@@ -689,25 +692,50 @@ impl Serialize for KeptValueText<'_> {
     }
 }
 
-/// Where one kept record's parts are in [`KeptLogs::text`].
-struct KeptRecord {
+/// What records of one shape share: their plugin, level, message and
+/// keys, kept once. A plugin's records mostly repeat a few shapes (every
+/// record of the ACK logger has the same), so a record keeps only its
+/// shape and its values.
+struct KeptShape {
     /// Index into [`KeptLogs::plugins`].
     plugin: usize,
     level: &'static str,
+    /// A range of [`KeptLogs::text`].
     message: Range<usize>,
-    /// Range of [`KeptLogs::fields`].
-    fields: Range<usize>,
+    /// A range of [`KeptLogs::keys`].
+    keys: Range<usize>,
 }
 
-/// Every kept record's text in one string, and where each part is.
+/// One kept record: its shape, and where its values start.
+struct KeptRecord {
+    /// Index into [`KeptLogs::shapes`].
+    shape: usize,
+    /// Index into [`KeptLogs::values`] of the first of the record's values,
+    /// one per key of its shape.
+    values: usize,
+}
+
+/// How many of the shapes used last a record is compared with before a new
+/// shape is kept for it: enough for a few plugins logging alternately, and
+/// a bound on the work of a record whose shape is always new (its text is
+/// then kept whole, as every record's was before shapes).
+const RECENT_SHAPES: usize = 4;
+
+/// The kept records: their shapes' text in one string, and their values.
 #[derive(Default)]
 struct KeptLogs {
+    /// Messages, keys and rendered values.
     text: String,
-    /// Each field's key, as a range of `text`, and its value.
-    fields: Vec<(Range<usize>, KeptValue)>,
+    shapes: Vec<KeptShape>,
+    /// Each shape's keys, as ranges of `text`.
+    keys: Vec<Range<usize>>,
+    /// Each record's values, in order.
+    values: Vec<KeptValue>,
     records: Vec<KeptRecord>,
     /// The plugins' names, each kept once.
     plugins: Vec<String>,
+    /// The shapes used last, the last first.
+    recent: Vec<usize>,
 }
 
 impl KeptLogs {
@@ -716,18 +744,72 @@ impl KeptLogs {
         self.text.push_str(text);
         start..self.text.len()
     }
+
+    /// Whether `record` has shape `shape`.
+    fn has_shape(&self, shape: usize, record: &LogRecord) -> bool {
+        let shape = &self.shapes[shape];
+        shape.level == record.level.name()
+            && self.plugins[shape.plugin] == record.plugin
+            && self.text[shape.message.clone()] == record.message
+            && shape.keys.len() == record.fields.len()
+            && self.keys[shape.keys.clone()]
+                .iter()
+                .zip(&record.fields)
+                .all(|(key, (name, _))| self.text[key.clone()] == **name)
+    }
+
+    /// The shape of `record`: one of the recent shapes, or a new one.
+    fn shape_of(&mut self, record: &LogRecord) -> usize {
+        let found = self
+            .recent
+            .iter()
+            .position(|&shape| self.has_shape(shape, record));
+        let shape = match found {
+            Some(i) => self.recent.remove(i),
+            None => self.new_shape(record),
+        };
+        self.recent.insert(0, shape);
+        self.recent.truncate(RECENT_SHAPES);
+        shape
+    }
+
+    fn new_shape(&mut self, record: &LogRecord) -> usize {
+        let plugin = match self.plugins.iter().position(|p| *p == record.plugin) {
+            Some(i) => i,
+            None => {
+                self.plugins.push(record.plugin.clone());
+                self.plugins.len() - 1
+            }
+        };
+        let message = self.keep(&record.message);
+        let first_key = self.keys.len();
+        for (key, _) in &record.fields {
+            let key = self.keep(key);
+            self.keys.push(key);
+        }
+        self.shapes.push(KeptShape {
+            plugin,
+            level: record.level.name(),
+            message,
+            keys: first_key..self.keys.len(),
+        });
+        self.shapes.len() - 1
+    }
 }
 
 /// The plugins' log records of one run, kept for the stats JSON.
 ///
 /// A record arrives inside the plugin's `log` call, on the plugin's CPU
-/// deadline, so keeping it must cost little: its text is appended to one
-/// string, its numbers are kept as they are (rendered when the JSON is
-/// written), other values are rendered into the string, and the record is
-/// dropped. That costs no allocation per record once the buffers have grown,
-/// and about the record's text and 24 bytes a field in memory: the ACK
-/// logger's records took 1.4 KB of heap each when they were kept whole. The
-/// JSON is written once, by [`LogBook::lines`].
+/// deadline, so keeping it must cost little: its plugin, level, message and
+/// keys are kept once per shape (records that repeat them share them), its
+/// numbers are kept as they are (rendered when the JSON is written), other
+/// values are rendered into one string, and the record is dropped. That
+/// costs no allocation per record once the buffers have grown, and 24 bytes
+/// a field and 16 a record in memory: the ACK logger's records took 1.4 KB
+/// of heap each when they were kept whole, and about 270 bytes with their
+/// text appended every time, which made the kernel clear a fresh page every
+/// 15 records, most of a record's cost. The JSON is written once, by
+/// [`LogBook::lines`].
 #[derive(Default)]
 pub struct LogBook {
     kept: Mutex<KeptLogs>,
@@ -738,6 +820,7 @@ impl std::fmt::Debug for LogBook {
         let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         f.debug_struct("LogBook")
             .field("records", &kept.records.len())
+            .field("shapes", &kept.shapes.len())
             .field("bytes", &kept.text.len())
             .finish()
     }
@@ -749,17 +832,9 @@ impl LogBook {
         use std::fmt::Write;
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         let kept = &mut *kept;
-        let plugin = match kept.plugins.iter().position(|p| *p == record.plugin) {
-            Some(i) => i,
-            None => {
-                kept.plugins.push(record.plugin.clone());
-                kept.plugins.len() - 1
-            }
-        };
-        let message = kept.keep(&record.message);
-        let first_field = kept.fields.len();
-        for (key, value) in &record.fields {
-            let key = kept.keep(key);
+        let shape = kept.shape_of(record);
+        let values = kept.values.len();
+        for (_, value) in &record.fields {
             let value = match PlainValue::of(value) {
                 Some(plain) => KeptValue::Plain(plain),
                 None => {
@@ -769,14 +844,9 @@ impl LogBook {
                     KeptValue::Text(start, kept.text.len())
                 }
             };
-            kept.fields.push((key, value));
+            kept.values.push(value);
         }
-        kept.records.push(KeptRecord {
-            plugin,
-            level: record.level.name(),
-            message,
-            fields: first_field..kept.fields.len(),
-        });
+        kept.records.push(KeptRecord { shape, values });
     }
 
     /// The records kept so far, as the stats JSON's `logs` array.
@@ -785,14 +855,18 @@ impl LogBook {
         let lines: Vec<LogLine<'_>> = kept
             .records
             .iter()
-            .map(|r| LogLine {
-                plugin: &kept.plugins[r.plugin],
-                level: r.level,
-                message: &kept.text[r.message.clone()],
-                fields: KeptFields {
-                    text: &kept.text,
-                    spans: &kept.fields[r.fields.clone()],
-                },
+            .map(|r| {
+                let shape = &kept.shapes[r.shape];
+                LogLine {
+                    plugin: &kept.plugins[shape.plugin],
+                    level: shape.level,
+                    message: &kept.text[shape.message.clone()],
+                    fields: KeptFields {
+                        text: &kept.text,
+                        keys: &kept.keys[shape.keys.clone()],
+                        values: &kept.values[r.values..r.values + shape.keys.len()],
+                    },
+                }
             })
             .collect();
         serde_json::value::to_raw_value(&lines)
@@ -1321,6 +1395,96 @@ mod tests {
                 {"plugin": "p", "level": "debug", "message": "m \"quoted\"", "fields": []},
             ])
         );
+    }
+
+    /// Records that share a plugin, level, message and keys share their
+    /// shape; any difference, or a shape used longer ago than
+    /// [`RECENT_SHAPES`] records, keeps a shape of its own, and every record
+    /// reads back as it was logged.
+    #[test]
+    fn records_of_one_shape_share_it_and_read_back_as_logged() {
+        use corequic_runtime::abi::LogLevel;
+        let record = |plugin: &str, level, message: &str, fields: &[(&str, u64)]| LogRecord {
+            plugin: plugin.into(),
+            level,
+            message: message.into(),
+            fields: fields
+                .iter()
+                .map(|&(k, v)| (k.into(), PluginVal::U64(v)))
+                .collect(),
+        };
+        let ack = |n| {
+            record(
+                "ack",
+                LogLevel::Info,
+                "ack",
+                &[("largest", n), ("delay", 2)],
+            )
+        };
+        let others = [
+            record("ack", LogLevel::Info, "ack", &[("largest", 1)]),
+            record(
+                "ack",
+                LogLevel::Info,
+                "ack",
+                &[("largest", 1), ("delai", 2)],
+            ),
+            record(
+                "ack",
+                LogLevel::Debug,
+                "ack",
+                &[("largest", 1), ("delay", 2)],
+            ),
+            record(
+                "dummy",
+                LogLevel::Info,
+                "ack",
+                &[("largest", 1), ("delay", 2)],
+            ),
+            record(
+                "ack",
+                LogLevel::Info,
+                "acks",
+                &[("largest", 1), ("delay", 2)],
+            ),
+            record("ack", LogLevel::Info, "ack", &[]),
+        ];
+        let book = LogBook::default();
+        let mut logged = Vec::new();
+        for n in 0..3 {
+            logged.push(ack(n));
+        }
+        // More shapes than are compared with: the first comes back as new.
+        logged.extend(others.iter().cloned());
+        logged.push(ack(3));
+        logged.push(ack(4));
+        for r in &logged {
+            book.push(r);
+        }
+        let kept = book.kept.lock().unwrap();
+        assert_eq!(kept.records.len(), logged.len());
+        assert_eq!(
+            kept.shapes.len(),
+            1 + others.len() + 1,
+            "the three first ACK records share a shape, each other record has \
+             its own, and the ACK records after six others a new one"
+        );
+        assert_eq!(kept.records[0].shape, kept.records[2].shape);
+        assert_eq!(kept.records[9].shape, kept.records[10].shape);
+        drop(kept);
+        let expected: Vec<serde_json::Value> = logged
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "plugin": r.plugin,
+                    "level": r.level.name(),
+                    "message": r.message,
+                    "fields": r.fields.iter().map(|(k, v)| (k.clone(), render(v))).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        let lines: serde_json::Value = serde_json::from_str(book.lines().json()).unwrap();
+        assert_eq!(lines, serde_json::Value::Array(expected));
     }
 
     /// A frame's rendering stops after [`RENDERED_FRAME_CHARS`], however

@@ -806,10 +806,9 @@ impl KeptLogs {
 /// values are rendered into one string, and the record is dropped. That
 /// costs no allocation per record once the buffers have grown, and 24 bytes
 /// a field and 16 a record in memory: the ACK logger's records took 1.4 KB
-/// of heap each when they were kept whole, and about 270 bytes with their
-/// text appended every time, which made the kernel clear a fresh page every
-/// 15 records, most of a record's cost. The JSON is written once, by
-/// [`LogBook::lines`].
+/// of heap each when they were kept whole, and 277 bytes with their text
+/// appended every time (the kernel cleared a fresh page every 15 records);
+/// now 112. The JSON is written once, by [`LogBook::lines`].
 #[derive(Default)]
 pub struct LogBook {
     kept: Mutex<KeptLogs>,

@@ -12,7 +12,7 @@ pub mod tls;
 pub mod udp;
 
 use corequic_adapter::Attachment;
-use corequic_runtime::abi::PluginVal;
+use corequic_runtime::abi::{LogLevel, PluginVal};
 use corequic_runtime::{
     Grants, HostCapabilities, InjectedFault, InjectedFaults, LogRecord, PluginStats, RoutineError,
     Runtime, RuntimeConfig,
@@ -699,7 +699,7 @@ impl Serialize for KeptValueText<'_> {
 struct KeptShape {
     /// Index into [`KeptLogs::plugins`].
     plugin: usize,
-    level: &'static str,
+    level: LogLevel,
     /// A range of [`KeptLogs::text`].
     message: Range<usize>,
     /// A range of [`KeptLogs::keys`].
@@ -748,7 +748,7 @@ impl KeptLogs {
     /// Whether `record` has shape `shape`.
     fn has_shape(&self, shape: usize, record: &LogRecord) -> bool {
         let shape = &self.shapes[shape];
-        shape.level == record.level.name()
+        shape.level == record.level
             && self.plugins[shape.plugin] == record.plugin
             && self.text[shape.message.clone()] == record.message
             && shape.keys.len() == record.fields.len()
@@ -789,7 +789,7 @@ impl KeptLogs {
         }
         self.shapes.push(KeptShape {
             plugin,
-            level: record.level.name(),
+            level: record.level,
             message,
             keys: first_key..self.keys.len(),
         });
@@ -858,7 +858,7 @@ impl LogBook {
                 let shape = &kept.shapes[r.shape];
                 LogLine {
                     plugin: &kept.plugins[shape.plugin],
-                    level: shape.level,
+                    level: shape.level.name(),
                     message: &kept.text[shape.message.clone()],
                     fields: KeptFields {
                         text: &kept.text,
@@ -1402,7 +1402,6 @@ mod tests {
     /// reads back as it was logged.
     #[test]
     fn records_of_one_shape_share_it_and_read_back_as_logged() {
-        use corequic_runtime::abi::LogLevel;
         let record = |plugin: &str, level, message: &str, fields: &[(&str, u64)]| LogRecord {
             plugin: plugin.into(),
             level,
@@ -1412,41 +1411,17 @@ mod tests {
                 .map(|&(k, v)| (k.into(), PluginVal::U64(v)))
                 .collect(),
         };
-        let ack = |n| {
-            record(
-                "ack",
-                LogLevel::Info,
-                "ack",
-                &[("largest", n), ("delay", 2)],
-            )
-        };
+        use LogLevel::{Debug, Info};
+        let fields = [("largest", 1), ("delay", 2)];
+        let ack = |n| record("ack", Info, "ack", &[("largest", n), ("delay", 2)]);
+        // Each differs from the ACK records in one part of their shape.
         let others = [
-            record("ack", LogLevel::Info, "ack", &[("largest", 1)]),
-            record(
-                "ack",
-                LogLevel::Info,
-                "ack",
-                &[("largest", 1), ("delai", 2)],
-            ),
-            record(
-                "ack",
-                LogLevel::Debug,
-                "ack",
-                &[("largest", 1), ("delay", 2)],
-            ),
-            record(
-                "dummy",
-                LogLevel::Info,
-                "ack",
-                &[("largest", 1), ("delay", 2)],
-            ),
-            record(
-                "ack",
-                LogLevel::Info,
-                "acks",
-                &[("largest", 1), ("delay", 2)],
-            ),
-            record("ack", LogLevel::Info, "ack", &[]),
+            record("ack", Info, "ack", &fields[..1]),
+            record("ack", Info, "ack", &[("largest", 1), ("delai", 2)]),
+            record("ack", Debug, "ack", &fields),
+            record("dummy", Info, "ack", &fields),
+            record("ack", Info, "acks", &fields),
+            record("ack", Info, "ack", &[]),
         ];
         let book = LogBook::default();
         let mut logged = Vec::new();

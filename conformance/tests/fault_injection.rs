@@ -210,6 +210,11 @@ fn host_calls_a_host_that_refuses_ping_fails() {
 }
 
 #[test]
+fn host_calls_a_host_that_logs_shaped_values_without_their_kinds_fails() {
+    catches("host-calls.shaped-log-records", "shaped-log-kinds-ignored");
+}
+
+#[test]
 fn rfc9000_a_host_that_sends_no_path_challenge_fails() {
     catches(
         "rfc9000.path-challenge-datagrams-are-padded",

@@ -4,7 +4,8 @@
 //
 // It observes ACK processing (AFTER anchor of process-frame, types 0x02 and
 // 0x03) and logs the largest acknowledged packet, the ACK delay and the
-// number of ranges through the host's structured log. It changes nothing.
+// number of ranges through the host's structured log, as records of one
+// declared shape (ABI 0.2.2). It changes nothing.
 //
 // Ownership follows wit-bindgen's C conventions: a routine owns its
 // arguments and frees them; what it returns is freed by the generated
@@ -67,20 +68,38 @@ bool exports_core_quic_plugin_routines_init(error_t *err) {
   return true;
 }
 
-// Build one log field; `key` is a string literal, borrowed for the call.
-static core_quic_plugin_host_tuple2_string_plugin_val_t field(const char *key,
-                                                             uint8_t tag,
-                                                             uint64_t value) {
-  core_quic_plugin_host_tuple2_string_plugin_val_t f;
-  memset(&f, 0, sizeof(f));
-  plugin_string_set(&f.f0, key);
-  f.f1.tag = tag;
-  if (tag == CORE_QUIC_PLUGIN_TYPES_PLUGIN_VAL_DURATION) {
-    f.f1.val.duration = value;
-  } else {
-    f.f1.val.u64 = value;
+// The record of each ACK, declared once per connection (ABI 0.2.2): each
+// record then passes only its four values to the host. `shape` is the
+// host's handle plus one; 0 until declared.
+static uint32_t shape = 0;
+
+// Declare the record's shape on this connection, if not yet done.
+static bool declare_shape(error_t *err) {
+  if (shape != 0) {
+    return true;
   }
-  return f;
+  core_quic_plugin_host_tuple2_string_log_value_kind_t keys[] = {
+      {{0}, CORE_QUIC_PLUGIN_TYPES_LOG_VALUE_KIND_U64},
+      {{0}, CORE_QUIC_PLUGIN_TYPES_LOG_VALUE_KIND_DURATION},
+      {{0}, CORE_QUIC_PLUGIN_TYPES_LOG_VALUE_KIND_U64},
+      {{0}, CORE_QUIC_PLUGIN_TYPES_LOG_VALUE_KIND_U64},
+  };
+  plugin_string_set(&keys[0].f0, "largest-acknowledged");
+  plugin_string_set(&keys[1].f0, "ack-delay");
+  plugin_string_set(&keys[2].f0, "ranges");
+  plugin_string_set(&keys[3].f0, "packet-number");
+  core_quic_plugin_host_list_tuple2_string_log_value_kind_t list = {
+      keys, sizeof(keys) / sizeof(keys[0])};
+  plugin_string_t message;
+  plugin_string_set(&message, "ack processed");
+  core_quic_plugin_host_log_shape_t handle = 0;
+  if (!core_quic_plugin_host_declare_log_shape(
+          CORE_QUIC_PLUGIN_TYPES_LOG_LEVEL_INFO, &message, &list, &handle,
+          err)) {
+    return false;
+  }
+  shape = handle + 1;
+  return true;
 }
 
 // The frame as data: ACK is [largest-acknowledged, ack-delay, ranges…],
@@ -97,26 +116,15 @@ bool exports_core_quic_plugin_routines_process_frame(
   bool is_ack = frame->frame_type == ACK || frame->frame_type == ACK_ECN;
   if (is_ack && v->len >= fixed && (v->len - fixed) % 2 == 0 &&
       !budget_spent) {
-    core_quic_plugin_host_tuple2_string_plugin_val_t fields[] = {
-        field("largest-acknowledged", CORE_QUIC_PLUGIN_TYPES_PLUGIN_VAL_U64,
-              v->ptr[0]),
-        field("ack-delay", CORE_QUIC_PLUGIN_TYPES_PLUGIN_VAL_DURATION,
-              v->ptr[1]),
-        field("ranges", CORE_QUIC_PLUGIN_TYPES_PLUGIN_VAL_U64,
-              (v->len - fixed) / 2),
-        field("packet-number", CORE_QUIC_PLUGIN_TYPES_PLUGIN_VAL_U64,
-              ctx->packet_number),
-    };
-    core_quic_plugin_host_list_tuple2_string_plugin_val_t list = {
-        fields, sizeof(fields) / sizeof(fields[0])};
-    plugin_string_t message;
-    plugin_string_set(&message, "ack processed");
+    uint64_t values[] = {v->ptr[0], v->ptr[1], (v->len - fixed) / 2,
+                         ctx->packet_number};
+    plugin_list_u64_t list = {values, sizeof(values) / sizeof(values[0])};
     // A refused log call fails the routine with the host's error, as the
     // Rust plugin's `?` does. Once the host reports the log budget spent,
     // records are no longer built (the host would drop them).
     uint64_t left = 0;
-    ok = core_quic_plugin_host_log(CORE_QUIC_PLUGIN_TYPES_LOG_LEVEL_INFO,
-                                   &message, &list, &left, err);
+    ok = declare_shape(err) &&
+         core_quic_plugin_host_log_shaped(shape - 1, &list, &left, err);
     budget_spent = ok && left == 0;
   }
   exports_core_quic_plugin_routines_frame_free(frame);

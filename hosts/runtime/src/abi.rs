@@ -944,8 +944,40 @@ cases_debug!(LogLevel {
     Trace
 });
 
+/// How `log-shaped` reads a value of a declared log shape from its `u64`
+/// (CQ-API-21; ABI 0.2.2).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum LogValueKind {
+    /// The value as it is.
+    U64,
+    /// Its bits as a two's complement signed integer.
+    S64,
+    /// Its bits as an IEEE 754 double.
+    F64,
+    /// 0 is false, any other value true.
+    Bool,
+    /// Nanoseconds.
+    Duration,
+    /// Nanoseconds since the connection's epoch.
+    Instant,
+}
+
+impl LogValueKind {
+    /// `bits` read as a value of this kind: the value `log` is given for it.
+    pub fn value(self, bits: u64) -> PluginVal {
+        match self {
+            LogValueKind::U64 => PluginVal::U64(bits),
+            LogValueKind::S64 => PluginVal::S64(bits as i64),
+            LogValueKind::F64 => PluginVal::F64(f64::from_bits(bits)),
+            LogValueKind::Bool => PluginVal::Bool(bits != 0),
+            LogValueKind::Duration => PluginVal::Duration(bits),
+            LogValueKind::Instant => PluginVal::Instant(bits),
+        }
+    }
+}
+
 /// The version of the WIT package this runtime implements.
-pub const ABI_VERSION: &str = "0.2.1";
+pub const ABI_VERSION: &str = "0.2.2";
 
 /// The earlier ABI versions whose plugins this runtime also runs, through
 /// its compatibility layer (specification §2.2): one release back.

@@ -93,7 +93,7 @@ pub enum InjectedFault {
     /// its kind and value (CQ-API-19).
     UnknownErrorKindsAsFailed,
     /// Load only plugins of exactly the host's own version, refusing those
-    /// of an earlier release of its line (0.2.0 on a 0.2.1 host), as a host
+    /// of an earlier release of its line (0.2.0 on a 0.2.2 host), as a host
     /// that compares versions for equality would (CQ-VER-6).
     ExactAbiVersionOnly,
     /// Count no ECN marks and still answer the ECN counts with numbers (0),
@@ -104,11 +104,14 @@ pub enum InjectedFault {
     /// as 0.2.1 wrote CQ-LIMIT-12: nothing for the record itself, 16 bytes
     /// for a frame whatever it carries (CQ-LIMIT-12).
     LogTextOnly,
+    /// Log every value of a shaped record as a `u64`, whatever the kind its
+    /// shape declares (CQ-API-21).
+    ShapedLogKindsIgnored,
 }
 
 impl InjectedFault {
     /// Every switch, in declaration order.
-    pub const ALL: [InjectedFault; 17] = [
+    pub const ALL: [InjectedFault; 18] = [
         InjectedFault::AcceptForeignAbi,
         InjectedFault::UncountedDenials,
         InjectedFault::KeepHaltAfterRemoval,
@@ -126,6 +129,7 @@ impl InjectedFault {
         InjectedFault::ExactAbiVersionOnly,
         InjectedFault::EcnMarksNotRead,
         InjectedFault::LogTextOnly,
+        InjectedFault::ShapedLogKindsIgnored,
     ];
 
     /// Its command-line name.
@@ -148,6 +152,7 @@ impl InjectedFault {
             InjectedFault::ExactAbiVersionOnly => "exact-abi-version-only",
             InjectedFault::EcnMarksNotRead => "ecn-marks-not-read",
             InjectedFault::LogTextOnly => "log-text-only",
+            InjectedFault::ShapedLogKindsIgnored => "shaped-log-kinds-ignored",
         }
     }
 
@@ -204,6 +209,12 @@ pub const MAX_PLUGIN_TRANSPORT_PARAMETERS: usize = 4096;
 pub fn is_standard_transport_parameter(id: u64) -> bool {
     id <= 0x11 || id == 0x20 || id == 0x2ab2
 }
+/// Log shapes one plugin instance may declare (`declare-log-shape`,
+/// CQ-API-20). With [`MAX_LOG_SHAPE_BYTES`] it bounds what the host keeps
+/// for a plugin's shapes: 128 KiB per instance at most.
+pub const MAX_LOG_SHAPES: usize = 32;
+/// Bytes of a log shape's message and keys together (CQ-API-20).
+pub const MAX_LOG_SHAPE_BYTES: usize = 4096;
 /// Largest `random-bytes` request.
 pub const MAX_RANDOM_BYTES: u32 = 1024;
 /// Log bytes (messages, field keys and values) that one plugin may pass to

@@ -8,11 +8,12 @@
 //! permission or field. A failed check returns `error::denied` and is counted.
 
 use crate::abi::{
-    Anchor, Error, FieldId, FieldRef, Frame, FrameRegistration, LogLevel, Permission, PluginVal,
+    Anchor, Error, FieldId, FieldRef, Frame, FrameRegistration, LogLevel, LogValueKind, Permission,
+    PluginVal,
 };
 use crate::config::{
     InjectedFault, InjectedFaults, MAX_LOG_BYTES, MAX_LOG_FIELDS, MAX_LOG_MESSAGE,
-    MAX_RANDOM_BYTES, RuntimeConfig,
+    MAX_LOG_SHAPE_BYTES, MAX_LOG_SHAPES, MAX_RANDOM_BYTES, RuntimeConfig,
 };
 use crate::host::{HostConnection, LogRecord, truncate_log_text};
 use crate::limits::PluginLimits;
@@ -41,6 +42,51 @@ pub(crate) struct Scope {
 // plugin call; it is cleared before the call returns, so it is never used
 // from another thread even when the store moves between threads.
 unsafe impl Send for Scope {}
+
+/// A shape of log records that a plugin declared on its connection
+/// (`declare-log-shape`, CQ-API-20): what its records repeat.
+#[derive(PartialEq)]
+pub(crate) struct LogShape {
+    level: LogLevel,
+    message: String,
+    keys: Vec<(String, LogValueKind)>,
+}
+
+impl LogShape {
+    /// Fill `record` with this shape and `values`, each read as its key's
+    /// kind (or, with `kinds_ignored`, as a `u64`); `values` has one value
+    /// per key.
+    fn fill(&self, record: &mut LogRecord, values: &[u64], kinds_ignored: bool) {
+        record.level = self.level;
+        record.message.clear();
+        record.message.push_str(&self.message);
+        record.fields.truncate(self.keys.len());
+        for (i, ((key, kind), &bits)) in self.keys.iter().zip(values).enumerate() {
+            let value = match kinds_ignored {
+                true => PluginVal::U64(bits),
+                false => kind.value(bits),
+            };
+            match record.fields.get_mut(i) {
+                Some(slot) => {
+                    slot.0.clear();
+                    slot.0.push_str(key);
+                    slot.1 = value;
+                }
+                None => record.fields.push((key.clone(), value)),
+            }
+        }
+    }
+}
+
+/// A new, empty log record of the plugin `info` names.
+fn new_log_record(info: &Option<Arc<PluginInfo>>) -> LogRecord {
+    LogRecord {
+        plugin: info.as_ref().map(|i| i.name.clone()).unwrap_or_default(),
+        level: LogLevel::Info,
+        message: String::new(),
+        fields: Vec::new(),
+    }
+}
 
 /// The data of one plugin's wasmtime store.
 pub(crate) struct PluginState {
@@ -74,6 +120,11 @@ pub(crate) struct PluginState {
     /// The keys of the fields a 0.2 `log` call keeps, while it lifts them
     /// (kept between calls so that the call does not allocate).
     pub(crate) log_keys: Vec<wasmtime::component::WasmStr>,
+    /// The log shapes this plugin declared on this connection, by handle.
+    pub(crate) log_shapes: Vec<LogShape>,
+    /// The values of a `log-shaped` call, copied out of the plugin's memory
+    /// (kept between calls so that the call does not allocate).
+    pub(crate) log_values: Vec<u64>,
     /// The thread's CPU time when the current call started.
     pub(crate) call_started: std::time::Duration,
     /// CPU budget of one call.
@@ -147,6 +198,8 @@ impl PluginState {
             logs_dropped: 0,
             log_record: None,
             log_keys: Vec::new(),
+            log_shapes: Vec::new(),
+            log_values: Vec::new(),
             call_started: std::time::Duration::ZERO,
             call_deadline: config.call_deadline,
             over_deadline_at: None,
@@ -470,19 +523,74 @@ impl PluginState {
         self.log_filled(level, record, filled)
     }
 
+    /// `declare-log-shape` (CQ-API-20): the handle of the shape `level`,
+    /// `message` and `keys`, declared now or earlier.
+    pub(crate) fn declare_log_shape(
+        &mut self,
+        level: LogLevel,
+        message: String,
+        keys: Vec<(String, LogValueKind)>,
+    ) -> Result<u32, Error> {
+        self.scope("declare-log-shape", false)?;
+        self.permit("declare-log-shape", Permission::Logging)?;
+        if keys.len() > MAX_LOG_FIELDS {
+            return Err(Error::InvalidArgument(format!(
+                "a log shape has at most {MAX_LOG_FIELDS} keys, not {}",
+                keys.len()
+            )));
+        }
+        let bytes = message.len() + keys.iter().map(|(key, _)| key.len()).sum::<usize>();
+        if bytes > MAX_LOG_SHAPE_BYTES {
+            return Err(Error::InvalidArgument(format!(
+                "a log shape's message and keys are at most {MAX_LOG_SHAPE_BYTES} bytes, not {bytes}"
+            )));
+        }
+        let shape = LogShape {
+            level,
+            message,
+            keys,
+        };
+        if let Some(known) = self.log_shapes.iter().position(|s| *s == shape) {
+            return Ok(known as u32);
+        }
+        if self.log_shapes.len() == MAX_LOG_SHAPES {
+            return Err(Error::Failed(format!(
+                "{MAX_LOG_SHAPES} log shapes are declared on this connection already"
+            )));
+        }
+        self.log_shapes.push(shape);
+        Ok(self.log_shapes.len() as u32 - 1)
+    }
+
+    /// `log-shaped` (CQ-API-21): the record of shape `shape` with `values`,
+    /// passed as `log` passes it.
+    pub(crate) fn log_shaped(&mut self, shape: u32, values: &[u64]) -> Result<u64, Error> {
+        let scope = self.scope("log-shaped", false)?;
+        self.permit("log-shaped", Permission::Logging)?;
+        let Some(declared) = self.log_shapes.get(shape as usize) else {
+            return Err(Error::NotFound(format!(
+                "log shape {shape} is not declared on this connection"
+            )));
+        };
+        if values.len() != declared.keys.len() {
+            return Err(Error::InvalidArgument(format!(
+                "log shape {shape} has {} keys, and {} values were given",
+                declared.keys.len(),
+                values.len()
+            )));
+        }
+        let kinds_ignored = self.injected.has(InjectedFault::ShapedLogKindsIgnored);
+        let mut record = (self.log_record.take()).unwrap_or_else(|| new_log_record(&self.info));
+        declared.fill(&mut record, values, kinds_ignored);
+        let left = self.pass_permitted_log_record(scope, &mut record);
+        self.keep_log_record(record);
+        Ok(left)
+    }
+
     /// The record for a `log` call to fill: the one the plugin's last call
     /// used, with its strings, or a new one.
     pub(crate) fn take_log_record(&mut self) -> LogRecord {
-        self.log_record.take().unwrap_or_else(|| LogRecord {
-            plugin: self
-                .info
-                .as_ref()
-                .map(|i| i.name.clone())
-                .unwrap_or_default(),
-            level: LogLevel::Info,
-            message: String::new(),
-            fields: Vec::new(),
-        })
+        (self.log_record.take()).unwrap_or_else(|| new_log_record(&self.info))
     }
 
     /// `log` of a `record` whose message and fields a call filled;
@@ -497,6 +605,12 @@ impl PluginState {
         filled: Result<(), String>,
     ) -> Result<u64, Error> {
         let result = self.pass_log_record(level, &mut record, filled);
+        self.keep_log_record(record);
+        result
+    }
+
+    /// Keep `record` for the plugin's next call, without its values.
+    fn keep_log_record(&mut self, mut record: LogRecord) {
         // A record filled from owned strings (`log`) may hold more than it
         // passed on.
         record.message.shrink_to(MAX_LOG_MESSAGE);
@@ -507,7 +621,6 @@ impl PluginState {
             *value = PluginVal::None;
         }
         self.log_record = Some(record);
-        result
     }
 
     fn pass_log_record(
@@ -521,13 +634,19 @@ impl PluginState {
         filled.map_err(Error::InvalidArgument)?;
         record.level = level;
         truncate_log_text(&mut record.message);
-        // Over the budget the call still succeeds; the record is dropped and
-        // counted (CQ-API-12, CQ-LIMIT-12).
+        Ok(self.pass_permitted_log_record(scope, record))
+    }
+
+    /// Pass `record` to the embedder within the log budget, from a call
+    /// whose checks passed; the bytes left in the budget. Over the budget
+    /// the call still succeeds; the record is dropped and counted (CQ-API-12,
+    /// CQ-LIMIT-12).
+    fn pass_permitted_log_record(&mut self, scope: Scope, record: &mut LogRecord) -> u64 {
         if self.charge_log(record) {
             // SAFETY: see `Scope`.
             unsafe { &mut *scope.conn }.log(record);
         }
-        Ok(self.log_budget as u64)
+        self.log_budget as u64
     }
 
     /// `send-frame`; `frame` is `Err` when a 0.2 plugin's frame does not fit

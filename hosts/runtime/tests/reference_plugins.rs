@@ -1,7 +1,7 @@
 //! The five reference plugins, each through the mock host (spec appendix
 //! A): the plugins this repository builds against the current ABI, and the
 //! same suite with the plugins as built against earlier releases: 0.2.0
-//! (`plugins/prebuilt/0.2.0`), which a 0.2.1 runtime runs unchanged
+//! (`plugins/prebuilt/0.2.0`), which a 0.2.2 runtime runs unchanged
 //! (CQ-VER-6), and 0.1.0 (`plugins/prebuilt/0.1.0`), which it runs through
 //! its compatibility layer (spec §2.2).
 
@@ -536,20 +536,30 @@ macro_rules! reference_suite {
                     );
                 }
             }
-            let first = &p.server.conn.logs[0];
-            assert!(first.fields.iter().any(|f| f.0 == "largest-acknowledged"));
-            assert!(
-                first
-                    .fields
-                    .iter()
-                    .any(|f| f.0 == "ack-delay" && matches!(f.1, PluginVal::Duration(_)))
-            );
-            assert!(
-                first
-                    .fields
-                    .iter()
-                    .any(|f| f.0 == "ranges" && matches!(f.1, PluginVal::U64(n) if n >= 1))
-            );
+            // Every record has the same level, message, keys and value
+            // kinds, whether the plugin logs them with `log` or with a
+            // declared shape (`log-shaped`, ABI 0.2.2).
+            for record in &p.server.conn.logs {
+                assert_eq!(record.level, LogLevel::Info);
+                assert_eq!(record.message, "ack processed");
+                let keys: Vec<&str> = record.fields.iter().map(|f| f.0.as_str()).collect();
+                assert_eq!(
+                    keys,
+                    ["largest-acknowledged", "ack-delay", "ranges", "packet-number"]
+                );
+                assert!(
+                    matches!(
+                        &record.fields[..],
+                        [
+                            (_, PluginVal::U64(_)),
+                            (_, PluginVal::Duration(_)),
+                            (_, PluginVal::U64(ranges)),
+                            (_, PluginVal::U64(_)),
+                        ] if *ranges >= 1
+                    ),
+                    "{record:?}"
+                );
+            }
         }
     };
 }
@@ -559,9 +569,11 @@ mod current {
     reference_suite!(None, corequic_runtime::abi::ABI_VERSION);
 }
 
-/// The reference plugins as built against ABI 0.2.0, the release before
-/// this runtime's own 0.2.1: no compatibility layer, the component's
-/// 0.2.0 imports and exports resolve to 0.2.1's.
+/// The reference plugins as built against ABI 0.2.0, two releases before
+/// this runtime's own 0.2.2: no compatibility layer, the component's
+/// 0.2.0 imports and exports resolve to 0.2.2's. The ACK logger of 0.2.0
+/// logs with `log`, the current one with `log-shaped`: the same suite
+/// checks that both make the same records.
 mod abi_0_2_0 {
     reference_suite!(Some("0.2.0"), "0.2.0");
 }

@@ -2,7 +2,8 @@
 //!
 //! Observes ACK processing (AFTER anchor of process-frame, types 0x02 and
 //! 0x03) and logs the largest acknowledged packet, the ACK delay and the
-//! number of ranges through the host's structured log. It changes nothing.
+//! number of ranges through the host's structured log, as records of one
+//! declared shape (ABI 0.2.2). It changes nothing.
 
 #![cfg_attr(target_arch = "wasm32", no_std)]
 
@@ -33,20 +34,26 @@ impl Plugin for AckLogger {
         let Some(ack) = frame.ack() else {
             return Ok(());
         };
-        host::log(
-            LogLevel::Info,
-            "ack processed",
-            &[
-                (
-                    "largest-acknowledged",
-                    PluginVal::U64(ack.largest_acknowledged),
-                ),
-                ("ack-delay", PluginVal::Duration(ack.ack_delay)),
-                ("ranges", PluginVal::U64(ack.range_count() as u64)),
-                ("packet-number", PluginVal::U64(ctx.packet_number)),
-            ],
-        )
+        ACK_PROCESSED.log([
+            ack.largest_acknowledged,
+            ack.ack_delay,
+            ack.range_count() as u64,
+            ctx.packet_number,
+        ])
     }
 }
+
+/// The record of each ACK, declared once per connection: each record then
+/// passes only its four values to the host.
+static ACK_PROCESSED: host::LogShape<4> = host::LogShape::new(
+    LogLevel::Info,
+    "ack processed",
+    [
+        ("largest-acknowledged", LogValueKind::U64),
+        ("ack-delay", LogValueKind::Duration),
+        ("ranges", LogValueKind::U64),
+        ("packet-number", LogValueKind::U64),
+    ],
+);
 
 export_plugin!(AckLogger, routines: [process_frame]);

@@ -1,6 +1,8 @@
 //! Canonical-ABI glue written by hand for the calls that pass `plugin-val`s:
 //! `get-field`, `log` and `call-plugin-control` among the host calls, and
-//! the `plugin-control` and `call-routine` exports.
+//! the `plugin-control` and `call-routine` exports; and for the shaped log
+//! (`declare-log-shape`, `log-shaped`), whose keys and values it passes from
+//! where the plugin keeps them.
 //!
 //! `wit-bindgen` inlines the lifting and lowering of `plugin-val`, a
 //! 14-case variant with lists, strings and addresses among its cases, into
@@ -28,7 +30,8 @@ use core::mem::MaybeUninit;
 use crate::bindings::core_quic::plugin::types::{IpAddr, SocketAddr};
 use crate::bindings::exports::core_quic::plugin::routines::Guest;
 use crate::{
-    Anchor, Error, FieldRef, Frame, LogLevel, PacketType, PluginVal, PnSpace, Result, trap,
+    Anchor, Error, FieldRef, Frame, LogLevel, LogValueKind, PacketType, PluginVal, PnSpace, Result,
+    trap,
 };
 
 /// Size of a lowered `plugin-val`.
@@ -60,7 +63,7 @@ impl RetArea {
 }
 
 #[cfg(target_arch = "wasm32")]
-#[link(wasm_import_module = "core-quic:plugin/host@0.2.1")]
+#[link(wasm_import_module = "core-quic:plugin/host@0.2.2")]
 unsafe extern "C" {
     #[link_name = "get-field"]
     fn get_field_import(id: u32, has_space: u32, space: u32, ret: *mut u8);
@@ -75,6 +78,17 @@ unsafe extern "C" {
     );
     #[link_name = "call-plugin-control"]
     fn call_plugin_control_import(id: u64, args: *const u8, args_len: usize, ret: *mut u8);
+    #[link_name = "declare-log-shape"]
+    fn declare_log_shape_import(
+        level: u32,
+        message: *const u8,
+        message_len: usize,
+        keys: *const u8,
+        keys_len: usize,
+        ret: *mut u8,
+    );
+    #[link_name = "log-shaped"]
+    fn log_shaped_import(shape: u32, values: *const u64, values_len: usize, ret: *mut u8);
 }
 
 // Outside wasm (host-side unit tests of plugins) there is no host to call.
@@ -88,6 +102,21 @@ unsafe fn log_import(_: u32, _: *const u8, _: usize, _: *const u8, _: usize, _: 
 }
 #[cfg(not(target_arch = "wasm32"))]
 unsafe fn call_plugin_control_import(_: u64, _: *const u8, _: usize, _: *mut u8) {
+    trap()
+}
+#[cfg(not(target_arch = "wasm32"))]
+unsafe fn declare_log_shape_import(
+    _: u32,
+    _: *const u8,
+    _: usize,
+    _: *const u8,
+    _: usize,
+    _: *mut u8,
+) {
+    trap()
+}
+#[cfg(not(target_arch = "wasm32"))]
+unsafe fn log_shaped_import(_: u32, _: *const u64, _: usize, _: *mut u8) {
     trap()
 }
 
@@ -364,6 +393,55 @@ pub(crate) fn log(level: LogLevel, message: &str, fields: &[(&str, PluginVal)]) 
             raw.len(),
             ret.ptr(),
         );
+        lift_result(&mut ret, |p| read::<u64>(p))
+    }
+}
+
+/// A lowered `tuple<string, log-value-kind>`: the key, then the kind at 8.
+#[repr(C)]
+struct RawShapeKey {
+    key: *const u8,
+    key_len: usize,
+    kind: u32,
+}
+
+/// `declare-log-shape`.
+pub(crate) fn declare_log_shape(
+    level: LogLevel,
+    message: &str,
+    keys: &[(&str, LogValueKind)],
+) -> Result<u32> {
+    let raw: Vec<RawShapeKey> = keys
+        .iter()
+        .map(|(key, kind)| RawShapeKey {
+            key: key.as_ptr(),
+            key_len: key.len(),
+            kind: *kind as u32,
+        })
+        .collect();
+    let mut ret = RetArea::new();
+    // SAFETY: the signature is the canonical ABI's for declare-log-shape;
+    // what `raw` points to lives until the call returns.
+    unsafe {
+        declare_log_shape_import(
+            level as u32,
+            message.as_ptr(),
+            message.len(),
+            raw.as_ptr().cast(),
+            raw.len(),
+            ret.ptr(),
+        );
+        lift_result(&mut ret, |p| read::<u32>(p))
+    }
+}
+
+/// `log-shaped`.
+pub(crate) fn log_shaped(shape: u32, values: &[u64]) -> Result<u64> {
+    let mut ret = RetArea::new();
+    // SAFETY: the signature is the canonical ABI's for log-shaped; `values`
+    // lives until the call returns.
+    unsafe {
+        log_shaped_import(shape, values.as_ptr(), values.len(), ret.ptr());
         lift_result(&mut ret, |p| read::<u64>(p))
     }
 }

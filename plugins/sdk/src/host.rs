@@ -3,8 +3,11 @@
 use alloc::vec::Vec;
 
 use crate::bindings::core_quic::plugin::host as raw;
+use core::cell::Cell;
+
 use crate::{
-    Error, FieldId, FieldRef, Frame, FrameRegistration, LogLevel, PluginVal, PnSpace, Result,
+    Error, FieldId, FieldRef, Frame, FrameRegistration, LogLevel, LogValueKind, PluginVal, PnSpace,
+    Result,
 };
 
 /// Read a connection-wide field.
@@ -113,6 +116,98 @@ pub fn log(level: LogLevel, message: &str, fields: &[(&str, PluginVal)]) -> Resu
     let left = crate::abi::log(level, message, fields)?;
     LOG_BUDGET_SPENT.set(left == 0);
     Ok(())
+}
+
+/// Declare a shape of log records on this connection (ABI 0.2.2): the
+/// host call beneath [`LogShape`], which most plugins use instead. Returns
+/// the shape's handle for [`log_shaped`]; declaring an equal shape again
+/// returns the same handle.
+pub fn declare_log_shape(
+    level: LogLevel,
+    message: &str,
+    keys: &[(&str, LogValueKind)],
+) -> Result<u32> {
+    crate::abi::declare_log_shape(level, message, keys)
+}
+
+/// A record of a declared shape with `values`, one per key (ABI 0.2.2): the
+/// host call beneath [`LogShape::log`]. Returns the bytes left in the log
+/// budget, and sends nothing once it is spent, as [`log`].
+pub fn log_shaped(shape: u32, values: &[u64]) -> Result<u64> {
+    if LOG_BUDGET_SPENT.get() {
+        return Ok(0);
+    }
+    let left = crate::abi::log_shaped(shape, values)?;
+    LOG_BUDGET_SPENT.set(left == 0);
+    Ok(left)
+}
+
+/// A shape of log records that a plugin makes often: their level, message
+/// and keys, each key with the kind of its value (ABI 0.2.2). The shape is
+/// declared to the host on its first record on each connection, and every
+/// record passes only its values, which costs the host far less than
+/// [`log`]'s strings and `plugin-val`s: the record the host logs is the one
+/// [`log`] would make with the same level, message, keys and values.
+///
+/// ```no_run
+/// use corequic_sdk::*;
+///
+/// static ACK: host::LogShape<2> = host::LogShape::new(
+///     LogLevel::Info,
+///     "ack processed",
+///     [("largest-acknowledged", LogValueKind::U64), ("ack-delay", LogValueKind::Duration)],
+/// );
+///
+/// fn on_ack(largest: u64, delay_ns: u64) -> Result<()> {
+///     ACK.log([largest, delay_ns])
+/// }
+/// ```
+///
+/// A value is passed as a `u64`: an `S64` as its two's complement bits
+/// (`v as u64`), an `F64` as `v.to_bits()`, a `Bool` as 0 or 1.
+pub struct LogShape<const N: usize> {
+    level: LogLevel,
+    message: &'static str,
+    keys: [(&'static str, LogValueKind); N],
+    /// The host's handle plus one on this instance's connection; 0 until
+    /// declared.
+    declared: Cell<u32>,
+}
+
+// SAFETY: core wasm plugins have a single thread.
+unsafe impl<const N: usize> Sync for LogShape<N> {}
+
+impl<const N: usize> LogShape<N> {
+    /// The shape of records with this level, message and keys.
+    pub const fn new(
+        level: LogLevel,
+        message: &'static str,
+        keys: [(&'static str, LogValueKind); N],
+    ) -> Self {
+        LogShape {
+            level,
+            message,
+            keys,
+            declared: Cell::new(0),
+        }
+    }
+
+    /// A record of this shape with `values`, one per key, in order. Like
+    /// [`log`], it sends nothing once the log budget is spent.
+    pub fn log(&self, values: [u64; N]) -> Result<()> {
+        if LOG_BUDGET_SPENT.get() {
+            return Ok(());
+        }
+        let handle = match self.declared.get() {
+            0 => {
+                let handle = declare_log_shape(self.level, self.message, &self.keys)?;
+                self.declared.set(handle.wrapping_add(1));
+                handle
+            }
+            declared => declared - 1,
+        };
+        log_shaped(handle, &values).map(|_| ())
+    }
 }
 
 /// Whether the host has reported this plugin's log budget spent on this

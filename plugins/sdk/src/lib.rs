@@ -55,15 +55,15 @@ pub mod bindings {
 pub use bindings::core_quic::plugin::host::{InBuf, OutBuf};
 pub use bindings::core_quic::plugin::types::{
     Anchor, Binding, Error, ErrorKind, ExtFrame, FieldId, FieldRef, Frame, FrameOutcome,
-    FrameRegistration, LogLevel, PacketType, ParsedFrame, PermissionId, PluginManifest, PluginVal,
-    PnSpace, RoutineId, RxContext, SendContext, SendPosition,
+    FrameRegistration, LogLevel, LogValueKind, PacketType, ParsedFrame, PermissionId,
+    PluginManifest, PluginVal, PnSpace, RoutineId, RxContext, SendContext, SendPosition,
 };
 
 /// The result type of routines and host calls.
 pub type Result<T> = core::result::Result<T, Error>;
 
 /// The ABI version this SDK targets (the WIT package version).
-pub const ABI_VERSION: &str = "0.2.1";
+pub const ABI_VERSION: &str = "0.2.2";
 
 #[doc(hidden)]
 pub mod abi;

@@ -2,8 +2,8 @@
 //!
 //! `wit-component` wires a plugin's core module to the component's imports
 //! and exports by name: the core module imports `[method]out-buf.put` from
-//! `core-quic:plugin/host@0.2.1` and exports
-//! `core-quic:plugin/routines@0.2.1#should-send-frame`, the component aliases
+//! `core-quic:plugin/host@0.2.2` and exports
+//! `core-quic:plugin/routines@0.2.2#should-send-frame`, the component aliases
 //! those exports by the same names, and the nested component that gives the
 //! exported instance its type imports `import-func-should-send-frame`. None of
 //! these names is visible outside the component, yet in a small plugin they
@@ -343,16 +343,23 @@ pub(crate) mod tests {
             minified.len()
         );
         let text = String::from_utf8_lossy(&minified);
+        let (_, version) = crate::wit_files(std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../wit"
+        )))
+        .expect("wit/ declares its version");
+        let routines = format!("core-quic:plugin/routines@{version}");
+        assert!(String::from_utf8_lossy(&original).contains(&format!("{routines}#")));
         for wiring in [
             "import-func-",
-            "routines@0.2.1#",
+            &format!("{routines}#"),
             "cabi_post_",
             "cabi_realloc",
         ] {
             assert!(!text.contains(wiring), "{wiring} is still in the component");
         }
         // The component's own interface names stay.
-        assert!(text.contains("core-quic:plugin/routines@0.2.1"));
+        assert!(text.contains(&routines));
     }
 
     #[test]

@@ -20,6 +20,9 @@
 //!
 //! - Control 0x617004 exists only if the host denied the host call that
 //!   `manifest` makes; control 0x617005 echoes its arguments.
+//! - Control 0x617009 makes a record `shaped` of a declared log shape, with
+//!   a value of each kind, and logs the shaped log's refusals as `call`
+//!   records of phase `control`.
 //! - Its AFTER observer returns an error, which the host must count and
 //!   ignore.
 //!
@@ -58,6 +61,10 @@ const CONTROL_LATE_FRAME: u64 = 0x61_7007;
 const CONTROL_LATER_ERROR: u64 = 0x61_7008;
 /// The unallocated error kind CONTROL_LATER_ERROR returns.
 const LATER_ERROR_KIND: ErrorKind = 0x3ffe;
+/// Makes a record of a declared shape with a value of each kind, and the
+/// shaped log's refusals (CQ-API-20, CQ-API-21), logged as `call` records of
+/// the `control` phase.
+const CONTROL_SHAPED_LOG: u64 = 0x61_7009;
 const OBSERVER_TRAP: u64 = 0x4f_0006;
 const LATE_TAG: u64 = 100;
 /// The error the AFTER observer returns: the host counts it and ignores it.
@@ -335,6 +342,17 @@ impl ApiProbe {
             host::call_plugin_control(CONTROL_SELF, &[]).map(|_| ()),
         );
         call("log", host::log(LogLevel::Debug, "probe", &[]));
+        let shape = host::declare_log_shape(LogLevel::Debug, "probe", &[("n", LogValueKind::U64)]);
+        call(
+            "declare-log-shape",
+            shape.as_ref().map(|_| ()).map_err(Clone::clone),
+        );
+        call(
+            "log-shaped",
+            shape
+                .and_then(|shape| host::log_shaped(shape, &[1]))
+                .map(|_| ()),
+        );
         call(
             "register-transport-parameter 2^62",
             host::register_transport_parameter(1 << 62),
@@ -380,6 +398,71 @@ impl ApiProbe {
     }
 }
 
+/// CONTROL_SHAPED_LOG: a record `shaped` with one value of each kind, then
+/// the calls that the host must refuse, each answer a `call` record.
+fn shaped_log() {
+    let call = |name: &str, r: Result<()>| {
+        log(
+            "call",
+            &[
+                ("phase", "control"),
+                ("call", name),
+                ("result", result_name(&r)),
+            ],
+        );
+    };
+    const KINDS: [(&str, LogValueKind); 6] = [
+        ("u64", LogValueKind::U64),
+        ("s64", LogValueKind::S64),
+        ("f64", LogValueKind::F64),
+        ("bool", LogValueKind::Bool),
+        ("duration", LogValueKind::Duration),
+        ("instant", LogValueKind::Instant),
+    ];
+    let shape = host::declare_log_shape(LogLevel::Info, "shaped", &KINDS);
+    let again = host::declare_log_shape(LogLevel::Info, "shaped", &KINDS);
+    check(
+        "an equal shape declared again has the same handle",
+        matches!((&shape, &again), (Ok(a), Ok(b)) if a == b),
+    );
+    let Ok(shape) = shape else {
+        call("declare-log-shape", shape.map(|_| ()));
+        return;
+    };
+    let values = [u64::MAX, -5i64 as u64, 1.5f64.to_bits(), 1, 25_000, 7];
+    call("log-shaped", host::log_shaped(shape, &values).map(|_| ()));
+    call(
+        "log-shaped with a value missing",
+        host::log_shaped(shape, &values[..5]).map(|_| ()),
+    );
+    call(
+        "log-shaped of an undeclared shape",
+        host::log_shaped(shape + 1000, &values).map(|_| ()),
+    );
+    let too_many = [("k", LogValueKind::U64); 33];
+    call(
+        "declare-log-shape with 33 keys",
+        host::declare_log_shape(LogLevel::Info, "shaped", &too_many).map(|_| ()),
+    );
+    let long = "x".repeat(4090);
+    call(
+        "declare-log-shape of 4097 bytes",
+        host::declare_log_shape(LogLevel::Info, &long, &[("1234567", LogValueKind::U64)])
+            .map(|_| ()),
+    );
+    // The shapes declared so far (this one and the table's) and new ones,
+    // up to the 33rd, which the host refuses.
+    let mut last = Ok(());
+    for n in 0..32u64 {
+        let message = String::from("shape ") + &n.to_string();
+        last = host::declare_log_shape(LogLevel::Info, &message, &[]).map(|_| ());
+        if last.is_err() {
+            break;
+        }
+    }
+    call("declare-log-shape beyond 32 shapes", last);
+}
+
 impl Plugin for ApiProbe {
     fn manifest() -> Manifest {
         let denied = matches!(host::get(field::IS_SERVER), Err(e) if e.kind == error_kind::DENIED);
@@ -400,6 +483,7 @@ impl Plugin for ApiProbe {
             .control(CONTROL_CALL_TRAPPING)
             .control(CONTROL_LATE_FRAME)
             .control(CONTROL_LATER_ERROR)
+            .control(CONTROL_SHAPED_LOG)
             // Duplicates have the effect of one entry (CQ-LOAD-8).
             .control(CONTROL_ECHO)
             .reads(&[field::IS_SERVER])
@@ -623,6 +707,10 @@ impl Plugin for ApiProbe {
                     Err(e) => error_kind(&e),
                 };
                 Ok(vec![PluginVal::String(String::from(kind))])
+            }
+            CONTROL_SHAPED_LOG => {
+                shaped_log();
+                Ok(Vec::new())
             }
             CONTROL_LATE_FRAME => {
                 self.late = true;

@@ -38,13 +38,32 @@ use generated::{Plugin, PluginPre};
 /// Add the 0.2 host imports to `linker`.
 pub(crate) fn add_to_linker(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
     Plugin::add_to_linker::<PluginState, HasSelf<PluginState>>(linker, |s| s)?;
-    // `log` again, in place of the generated one: see `log`.
+    // `log` and `log-shaped` again, in place of the generated ones: see
+    // `log` and `log_shaped`.
     linker.allow_shadowing(true);
-    linker
-        .instance(&format!("core-quic:plugin/host@{}", m::ABI_VERSION))?
-        .func_wrap("log", log)?;
+    let mut host = linker.instance(&format!("core-quic:plugin/host@{}", m::ABI_VERSION))?;
+    host.func_wrap("log", log)?;
+    host.func_wrap("log-shaped", log_shaped)?;
     linker.allow_shadowing(false);
     Ok(())
+}
+
+/// `log-shaped`, copying the values into the plugin's reused buffer: the
+/// generated binding copies them into a new vector on every call, and a
+/// plugin that makes a shaped record per packet (the ACK logger) would pay
+/// that allocation per packet.
+fn log_shaped(
+    mut store: wasmtime::StoreContextMut<'_, PluginState>,
+    (shape, values): (t::LogShape, WasmList<u64>),
+) -> wasmtime::Result<(Result<u64, t::Error>,)> {
+    let mut copied = std::mem::take(&mut store.data_mut().log_values);
+    copied.clear();
+    let in_memory = values.as_le_slice(&store);
+    copied.extend(in_memory.iter().map(|&v| u64::from_le(v)));
+    let state = store.data_mut();
+    let result = state.log_shaped(shape, &copied);
+    state.log_values = copied;
+    Ok((result.map_err(Into::into),))
 }
 
 /// `log`, lifting the message and the keys straight from the plugin's
@@ -248,9 +267,9 @@ macro_rules! routines {
     };
 }
 
-/// The routines' interface, as a 0.2 plugin exports it (a 0.2.0 plugin's
+/// The routines' interface, as a 0.2 plugin exports it (a 0.2.0 or 0.2.1 plugin's
 /// is found under this name too, semver-compatible).
-const ROUTINES: &str = "core-quic:plugin/routines@0.2.1";
+const ROUTINES: &str = "core-quic:plugin/routines@0.2.2";
 
 routines! {
     fn call_manifest() -> t::PluginManifest = "manifest" as manifest;
@@ -585,6 +604,27 @@ impl host::Host for PluginState {
         Ok(PluginState::log(self, level.into(), message, fields)?)
     }
 
+    fn declare_log_shape(
+        &mut self,
+        level: t::LogLevel,
+        message: String,
+        keys: Vec<(String, t::LogValueKind)>,
+    ) -> Result<t::LogShape, t::Error> {
+        let keys = keys.into_iter().map(|(k, kind)| (k, kind.into())).collect();
+        Ok(PluginState::declare_log_shape(
+            self,
+            level.into(),
+            message,
+            keys,
+        )?)
+    }
+
+    /// Not called: the linker defines `log-shaped` with the function of that
+    /// name above, which reads the values where the plugin keeps them.
+    fn log_shaped(&mut self, shape: t::LogShape, values: Vec<u64>) -> Result<u64, t::Error> {
+        Ok(PluginState::log_shaped(self, shape, &values)?)
+    }
+
     #[inline]
     fn send_frame(&mut self, frame: t::Frame) -> Result<(), t::Error> {
         Ok(PluginState::send_frame(self, frame_into_model(frame))?)
@@ -692,6 +732,7 @@ same_cases! {
     SendPosition { First, AfterAck, End }
     FrameOutcome { Acked, Lost }
     LogLevel { Error, Warn, Info, Debug, Trace }
+    LogValueKind { U64, S64, F64, Bool, Duration, Instant }
 }
 
 same_fields! {

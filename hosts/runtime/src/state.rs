@@ -563,8 +563,15 @@ impl PluginState {
     }
 
     /// `log-shaped` (CQ-API-21): the record of shape `shape` with `values`,
-    /// passed as `log` passes it.
-    pub(crate) fn log_shaped(&mut self, shape: u32, values: &[u64]) -> Result<u64, Error> {
+    /// passed as `log` passes it. The call passed `given` values; `values`
+    /// holds them all when they are at most [`MAX_LOG_FIELDS`], the most
+    /// keys a shape has (beyond that, the call is refused whatever they are).
+    pub(crate) fn log_shaped(
+        &mut self,
+        shape: u32,
+        values: &[u64],
+        given: usize,
+    ) -> Result<u64, Error> {
         let scope = self.scope("log-shaped", false)?;
         self.permit("log-shaped", Permission::Logging)?;
         let Some(declared) = self.log_shapes.get(shape as usize) else {
@@ -572,11 +579,10 @@ impl PluginState {
                 "log shape {shape} is not declared on this connection"
             )));
         };
-        if values.len() != declared.keys.len() {
+        if given != declared.keys.len() || values.len() != given {
             return Err(Error::InvalidArgument(format!(
-                "log shape {shape} has {} keys, and {} values were given",
+                "log shape {shape} has {} keys, and {given} values were given",
                 declared.keys.len(),
-                values.len()
             )));
         }
         let kinds_ignored = self.injected.has(InjectedFault::ShapedLogKindsIgnored);

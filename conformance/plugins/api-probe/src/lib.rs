@@ -436,6 +436,10 @@ fn shaped_log() {
         host::log_shaped(shape, &values[..5]).map(|_| ()),
     );
     call(
+        "log-shaped with 100000 values",
+        host::log_shaped(shape, &vec![0; 100_000]).map(|_| ()),
+    );
+    call(
         "log-shaped of an undeclared shape",
         host::log_shaped(shape + 1000, &values).map(|_| ()),
     );

@@ -51,7 +51,9 @@ pub(crate) fn add_to_linker(linker: &mut Linker<PluginState>) -> wasmtime::Resul
 /// `log-shaped`, copying the values into the plugin's reused buffer: the
 /// generated binding copies them into a new vector on every call, and a
 /// plugin that makes a shaped record per packet (the ACK logger) would pay
-/// that allocation per packet.
+/// that allocation per packet. At most [`crate::config::MAX_LOG_FIELDS`]
+/// values are copied: a shape has no more keys, so a longer list is refused
+/// whatever it holds, and the buffer the plugin keeps stays that small.
 fn log_shaped(
     mut store: wasmtime::StoreContextMut<'_, PluginState>,
     (shape, values): (t::LogShape, WasmList<u64>),
@@ -59,9 +61,10 @@ fn log_shaped(
     let mut copied = std::mem::take(&mut store.data_mut().log_values);
     copied.clear();
     let in_memory = values.as_le_slice(&store);
-    copied.extend(in_memory.iter().map(|&v| u64::from_le(v)));
+    let kept = in_memory.len().min(crate::config::MAX_LOG_FIELDS);
+    copied.extend(in_memory[..kept].iter().map(|&v| u64::from_le(v)));
     let state = store.data_mut();
-    let result = state.log_shaped(shape, &copied);
+    let result = state.log_shaped(shape, &copied, values.len());
     state.log_values = copied;
     Ok((result.map_err(Into::into),))
 }
@@ -622,7 +625,7 @@ impl host::Host for PluginState {
     /// Not called: the linker defines `log-shaped` with the function of that
     /// name above, which reads the values where the plugin keeps them.
     fn log_shaped(&mut self, shape: t::LogShape, values: Vec<u64>) -> Result<u64, t::Error> {
-        Ok(PluginState::log_shaped(self, shape, &values)?)
+        Ok(PluginState::log_shaped(self, shape, &values, values.len())?)
     }
 
     #[inline]

@@ -97,15 +97,7 @@ unsafe fn get_field_import(_: u32, _: u32, _: u32, _: *mut u8) {
     trap()
 }
 #[cfg(not(target_arch = "wasm32"))]
-unsafe fn log_import(_: u32, _: *const u8, _: usize, _: *const u8, _: usize, _: *mut u8) {
-    trap()
-}
-#[cfg(not(target_arch = "wasm32"))]
-unsafe fn call_plugin_control_import(_: u64, _: *const u8, _: usize, _: *mut u8) {
-    trap()
-}
-#[cfg(not(target_arch = "wasm32"))]
-unsafe fn declare_log_shape_import(
+unsafe extern "C" fn level_message_list_import(
     _: u32,
     _: *const u8,
     _: usize,
@@ -113,6 +105,14 @@ unsafe fn declare_log_shape_import(
     _: usize,
     _: *mut u8,
 ) {
+    trap()
+}
+#[cfg(not(target_arch = "wasm32"))]
+use level_message_list_import as log_import;
+#[cfg(not(target_arch = "wasm32"))]
+use level_message_list_import as declare_log_shape_import;
+#[cfg(not(target_arch = "wasm32"))]
+unsafe fn call_plugin_control_import(_: u64, _: *const u8, _: usize, _: *mut u8) {
     trap()
 }
 #[cfg(not(target_arch = "wasm32"))]
@@ -367,6 +367,36 @@ pub(crate) fn get_field(field: FieldRef) -> Result<PluginVal> {
     }
 }
 
+/// The core signature of the host calls that take a level, a message and a
+/// list, and return a result: `log` and `declare-log-shape`.
+type LevelMessageList = unsafe extern "C" fn(u32, *const u8, usize, *const u8, usize, *mut u8);
+
+/// Call `import` with `level`, `message` and `items`, each lowered as the
+/// import's list elements; `ok` lifts the payload of its `ok` result.
+fn call_level_message_list<I, T>(
+    import: LevelMessageList,
+    level: LogLevel,
+    message: &str,
+    items: &[I],
+    ok: impl FnOnce(*const u8) -> T,
+) -> Result<T> {
+    let mut ret = RetArea::new();
+    // SAFETY: `import` has the canonical ABI's signature for a call of a
+    // level, a message and a list whose elements are laid out as `I`; what
+    // `items` points to lives until the call returns.
+    unsafe {
+        import(
+            level as u32,
+            message.as_ptr(),
+            message.len(),
+            items.as_ptr().cast(),
+            items.len(),
+            ret.ptr(),
+        );
+        lift_result(&mut ret, ok)
+    }
+}
+
 /// `log`, with the fields borrowed: returns the budget left.
 pub(crate) fn log(level: LogLevel, message: &str, fields: &[(&str, PluginVal)]) -> Result<u64> {
     let raw: Vec<RawField> = fields
@@ -381,20 +411,10 @@ pub(crate) fn log(level: LogLevel, message: &str, fields: &[(&str, PluginVal)]) 
             raw
         })
         .collect();
-    let mut ret = RetArea::new();
-    // SAFETY: the signature is the canonical ABI's for log; what `raw`
-    // points to lives until the call returns.
-    unsafe {
-        log_import(
-            level as u32,
-            message.as_ptr(),
-            message.len(),
-            raw.as_ptr().cast(),
-            raw.len(),
-            ret.ptr(),
-        );
-        lift_result(&mut ret, |p| read::<u64>(p))
-    }
+    // SAFETY (of the read): a `log` result's payload is a u64.
+    call_level_message_list(log_import, level, message, &raw, |p| unsafe {
+        read::<u64>(p)
+    })
 }
 
 /// A lowered `tuple<string, log-value-kind>`: the key, then the kind at 8.
@@ -419,20 +439,10 @@ pub(crate) fn declare_log_shape(
             kind: *kind as u32,
         })
         .collect();
-    let mut ret = RetArea::new();
-    // SAFETY: the signature is the canonical ABI's for declare-log-shape;
-    // what `raw` points to lives until the call returns.
-    unsafe {
-        declare_log_shape_import(
-            level as u32,
-            message.as_ptr(),
-            message.len(),
-            raw.as_ptr().cast(),
-            raw.len(),
-            ret.ptr(),
-        );
-        lift_result(&mut ret, |p| read::<u32>(p))
-    }
+    // SAFETY (of the read): a `declare-log-shape` result's payload is a u32.
+    call_level_message_list(declare_log_shape_import, level, message, &raw, |p| unsafe {
+        read::<u32>(p)
+    })
 }
 
 /// `log-shaped`.

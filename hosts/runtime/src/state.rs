@@ -62,9 +62,10 @@ impl LogShape {
         record.message.push_str(&self.message);
         record.fields.truncate(self.keys.len());
         for (i, ((key, kind), &bits)) in self.keys.iter().zip(values).enumerate() {
-            let value = match kinds_ignored {
-                true => PluginVal::U64(bits),
-                false => kind.value(bits),
+            let value = if kinds_ignored {
+                PluginVal::U64(bits)
+            } else {
+                kind.value(bits)
             };
             match record.fields.get_mut(i) {
                 Some(slot) => {
@@ -586,7 +587,10 @@ impl PluginState {
             )));
         }
         let kinds_ignored = self.injected.has(InjectedFault::ShapedLogKindsIgnored);
-        let mut record = (self.log_record.take()).unwrap_or_else(|| new_log_record(&self.info));
+        let mut record = self
+            .log_record
+            .take()
+            .unwrap_or_else(|| new_log_record(&self.info));
         declared.fill(&mut record, values, kinds_ignored);
         let left = self.pass_permitted_log_record(scope, &mut record);
         self.keep_log_record(record);
@@ -596,7 +600,9 @@ impl PluginState {
     /// The record for a `log` call to fill: the one the plugin's last call
     /// used, with its strings, or a new one.
     pub(crate) fn take_log_record(&mut self) -> LogRecord {
-        (self.log_record.take()).unwrap_or_else(|| new_log_record(&self.info))
+        self.log_record
+            .take()
+            .unwrap_or_else(|| new_log_record(&self.info))
     }
 
     /// `log` of a `record` whose message and fields a call filled;

@@ -270,8 +270,8 @@ macro_rules! routines {
     };
 }
 
-/// The routines' interface, as a 0.2 plugin exports it (a 0.2.0 or 0.2.1 plugin's
-/// is found under this name too, semver-compatible).
+/// The routines' interface, as a 0.2 plugin exports it (a 0.2.0 or 0.2.1
+/// plugin's is found under this name too, semver-compatible).
 const ROUTINES: &str = "core-quic:plugin/routines@0.2.2";
 
 routines! {
@@ -623,7 +623,8 @@ impl host::Host for PluginState {
     }
 
     /// Not called: the linker defines `log-shaped` with the function of that
-    /// name above, which reads the values where the plugin keeps them.
+    /// name above, which copies the values into a reused buffer. The
+    /// generated trait still requires it.
     fn log_shaped(&mut self, shape: t::LogShape, values: Vec<u64>) -> Result<u64, t::Error> {
         Ok(PluginState::log_shaped(self, shape, &values, values.len())?)
     }

@@ -765,6 +765,9 @@ impl KeptLogs {
             .iter()
             .position(|&shape| self.has_shape(shape, record));
         let shape = match found {
+            // The shape used last, as every record of a plugin that logs one
+            // shape: the order stays.
+            Some(0) => return self.recent[0],
             Some(i) => self.recent.remove(i),
             None => self.new_shape(record),
         };

@@ -110,12 +110,19 @@ pub fn random_u64() -> Result<u64> {
 /// budget spent, the budget stays spent for the rest of the connection and
 /// records are neither built nor sent (the host would drop them).
 pub fn log(level: LogLevel, message: &str, fields: &[(&str, PluginVal)]) -> Result<()> {
+    within_log_budget(|| crate::abi::log(level, message, fields)).map(|_| ())
+}
+
+/// Make a record with `send` (a host call that returns the bytes left in
+/// the log budget) unless the host reported the budget spent, and note
+/// whether it is now; the bytes left.
+fn within_log_budget(send: impl FnOnce() -> Result<u64>) -> Result<u64> {
     if LOG_BUDGET_SPENT.get() {
-        return Ok(());
+        return Ok(0);
     }
-    let left = crate::abi::log(level, message, fields)?;
+    let left = send()?;
     LOG_BUDGET_SPENT.set(left == 0);
-    Ok(())
+    Ok(left)
 }
 
 /// Declare a shape of log records on this connection (ABI 0.2.2): the
@@ -134,12 +141,7 @@ pub fn declare_log_shape(
 /// host call beneath [`LogShape::log`]. Returns the bytes left in the log
 /// budget, and sends nothing once it is spent, as [`log`].
 pub fn log_shaped(shape: u32, values: &[u64]) -> Result<u64> {
-    if LOG_BUDGET_SPENT.get() {
-        return Ok(0);
-    }
-    let left = crate::abi::log_shaped(shape, values)?;
-    LOG_BUDGET_SPENT.set(left == 0);
-    Ok(left)
+    within_log_budget(|| crate::abi::log_shaped(shape, values))
 }
 
 /// A shape of log records that a plugin makes often: their level, message

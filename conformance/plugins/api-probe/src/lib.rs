@@ -129,6 +129,18 @@ fn too_short<T>(r: &Result<T>, needed: u64) -> bool {
     matches!(r, Err(e) if e.kind == error_kind::BUFFER_TOO_SHORT && e.value == needed)
 }
 
+/// A `call` record: the host call `name` made in `phase` and its answer.
+fn log_call(phase: &str, name: &str, r: Result<()>) {
+    log(
+        "call",
+        &[
+            ("phase", phase),
+            ("call", name),
+            ("result", result_name(&r)),
+        ],
+    );
+}
+
 fn check(what: &str, ok: bool) {
     log(
         "check",
@@ -243,16 +255,7 @@ impl ApiProbe {
             return;
         }
         self.phases_done |= 1 << i;
-        let call = |name: &str, r: Result<()>| {
-            log(
-                "call",
-                &[
-                    ("phase", phase),
-                    ("call", name),
-                    ("result", result_name(&r)),
-                ],
-            );
-        };
+        let call = |name: &str, r: Result<()>| log_call(phase, name, r);
         call(
             "get-field is-server",
             host::get(field::IS_SERVER).map(|_| ()),
@@ -343,10 +346,7 @@ impl ApiProbe {
         );
         call("log", host::log(LogLevel::Debug, "probe", &[]));
         let shape = host::declare_log_shape(LogLevel::Debug, "probe", &[("n", LogValueKind::U64)]);
-        call(
-            "declare-log-shape",
-            shape.as_ref().map(|_| ()).map_err(Clone::clone),
-        );
+        call("declare-log-shape", shape.clone().map(|_| ()));
         call(
             "log-shaped",
             shape
@@ -401,16 +401,7 @@ impl ApiProbe {
 /// CONTROL_SHAPED_LOG: a record `shaped` with one value of each kind, then
 /// the calls that the host must refuse, each answer a `call` record.
 fn shaped_log() {
-    let call = |name: &str, r: Result<()>| {
-        log(
-            "call",
-            &[
-                ("phase", "control"),
-                ("call", name),
-                ("result", result_name(&r)),
-            ],
-        );
-    };
+    let call = |name: &str, r: Result<()>| log_call("control", name, r);
     const KINDS: [(&str, LogValueKind); 6] = [
         ("u64", LogValueKind::U64),
         ("s64", LogValueKind::S64),

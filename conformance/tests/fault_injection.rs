@@ -210,6 +210,22 @@ fn host_calls_a_host_that_refuses_ping_fails() {
 }
 
 #[test]
+fn routines_a_host_that_accepts_observe_frames_at_any_anchor_fails() {
+    catches(
+        "routines.observe-frames-at-another-anchor-is-refused",
+        "observe-frames-at-any-anchor",
+    );
+}
+
+#[test]
+fn routines_a_host_that_calls_a_plugin_with_records_still_queued_fails() {
+    catches(
+        "routines.observe-frames-delivers-every-frame-in-order",
+        "observed-frames-out-of-order",
+    );
+}
+
+#[test]
 fn host_calls_a_host_that_logs_shaped_values_without_their_kinds_fails() {
     catches("host-calls.shaped-log-records", "shaped-log-kinds-ignored");
 }

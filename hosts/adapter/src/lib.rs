@@ -306,7 +306,7 @@ struct View<'a, C: ?Sized> {
 
 fn unavailable(field: FieldId) -> abi::Error {
     abi::Error::NotFound(format!(
-        "{} is not known before the connection exists",
+        "{} is not known before the connection exists or after it ended",
         field.name()
     ))
 }
@@ -421,6 +421,15 @@ pub struct ConnectionPlugins {
 
 impl Drop for ConnectionPlugins {
     fn drop(&mut self) {
+        // The records still queued for observe-frames are delivered now
+        // (CQ-ROUTINE-26), on a view without the stack's connection, which
+        // is gone: field reads answer `not-found`.
+        let set = self.set.get_mut().unwrap_or_else(|e| e.into_inner());
+        let mut view = View::<dyn StackConnection> {
+            cx: None,
+            st: &mut self.state,
+        };
+        set.deliver_observations(&mut view);
         if let Some(report) = &self.report {
             report(self.report());
         }

@@ -725,6 +725,10 @@ pub enum Routine {
     LogFrame = 9,
     /// `plugin-control`.
     PluginControl = 10,
+    /// `observe-frames` (since 0.2.3): the frames of one type the connection
+    /// processed, as observation records delivered in batches through
+    /// `call-routine` (CQ-ROUTINE-25).
+    ObserveFrames = 11,
     /// `prepare-frame` of ABI 0.1.0, which 0.2.0 merged into `write-frame`;
     /// it has no registry identifier and appears only in the manifests of
     /// 0.1.0 plugins (specification §2.2).
@@ -744,6 +748,7 @@ cases_debug!(Routine {
     ProcessFrame,
     LogFrame,
     PluginControl,
+    ObserveFrames,
     PrepareFrame,
     FrameWireLen,
 });
@@ -977,7 +982,7 @@ impl LogValueKind {
 }
 
 /// The version of the WIT package this runtime implements.
-pub const ABI_VERSION: &str = "0.2.2";
+pub const ABI_VERSION: &str = "0.2.3";
 
 /// The earlier ABI versions whose plugins this runtime also runs, through
 /// its compatibility layer (specification §2.2): one release back.
@@ -1149,7 +1154,7 @@ impl FieldId {
 
 impl Routine {
     /// Every routine of the ABI that takes bindings, in identifier order.
-    pub const ALL: [Routine; 10] = [
+    pub const ALL: [Routine; 11] = [
         Routine::WriteTransportParameter,
         Routine::DecodeTransportParameter,
         Routine::ShouldSendFrame,
@@ -1160,6 +1165,7 @@ impl Routine {
         Routine::ProcessFrame,
         Routine::LogFrame,
         Routine::PluginControl,
+        Routine::ObserveFrames,
     ];
 
     /// The routines that only 0.1.0 plugins bind; a host runs them as part
@@ -1201,7 +1207,15 @@ impl Routine {
             Routine::ProcessFrame => "process-frame",
             Routine::LogFrame => "log-frame",
             Routine::PluginControl => "plugin-control",
+            Routine::ObserveFrames => "observe-frames",
         }
+    }
+
+    /// Whether the routine reaches plugins through `call-routine` (a routine
+    /// a release after 0.2.0 added, CQ-ROUTINE-22) rather than an export of
+    /// its own.
+    pub fn through_call_routine(self) -> bool {
+        self == Routine::ObserveFrames
     }
 
     /// Parse a WIT routine name (the legacy names included).

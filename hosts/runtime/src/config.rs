@@ -93,7 +93,7 @@ pub enum InjectedFault {
     /// its kind and value (CQ-API-19).
     UnknownErrorKindsAsFailed,
     /// Load only plugins of exactly the host's own version, refusing those
-    /// of an earlier release of its line (0.2.0 on a 0.2.2 host), as a host
+    /// of an earlier release of its line (0.2.0 on a 0.2.3 host), as a host
     /// that compares versions for equality would (CQ-VER-6).
     ExactAbiVersionOnly,
     /// Count no ECN marks and still answer the ECN counts with numbers (0),
@@ -107,11 +107,18 @@ pub enum InjectedFault {
     /// Log every value of a shaped record as a `u64`, whatever the kind its
     /// shape declares (CQ-API-21).
     ShapedLogKindsIgnored,
+    /// Call a plugin's other routines while observation records are still
+    /// queued for its `observe-frames`, so it sees events out of order
+    /// (CQ-ROUTINE-26).
+    ObservedFramesOutOfOrder,
+    /// Accept a binding of `observe-frames` at any anchor, not only
+    /// `after` (CQ-ROUTINE-24).
+    ObserveFramesAtAnyAnchor,
 }
 
 impl InjectedFault {
     /// Every switch, in declaration order.
-    pub const ALL: [InjectedFault; 18] = [
+    pub const ALL: [InjectedFault; 20] = [
         InjectedFault::AcceptForeignAbi,
         InjectedFault::UncountedDenials,
         InjectedFault::KeepHaltAfterRemoval,
@@ -130,6 +137,8 @@ impl InjectedFault {
         InjectedFault::EcnMarksNotRead,
         InjectedFault::LogTextOnly,
         InjectedFault::ShapedLogKindsIgnored,
+        InjectedFault::ObservedFramesOutOfOrder,
+        InjectedFault::ObserveFramesAtAnyAnchor,
     ];
 
     /// Its command-line name.
@@ -153,6 +162,8 @@ impl InjectedFault {
             InjectedFault::EcnMarksNotRead => "ecn-marks-not-read",
             InjectedFault::LogTextOnly => "log-text-only",
             InjectedFault::ShapedLogKindsIgnored => "shaped-log-kinds-ignored",
+            InjectedFault::ObservedFramesOutOfOrder => "observed-frames-out-of-order",
+            InjectedFault::ObserveFramesAtAnyAnchor => "observe-frames-at-any-anchor",
         }
     }
 
@@ -215,6 +226,12 @@ pub fn is_standard_transport_parameter(id: u64) -> bool {
 pub const MAX_LOG_SHAPES: usize = 32;
 /// Bytes of a log shape's message and keys together (CQ-API-20).
 pub const MAX_LOG_SHAPE_BYTES: usize = 4096;
+/// Observation records in one `observe-frames` call at most
+/// (CQ-ROUTINE-25): a plugin is entered once per this many frames at most.
+pub const MAX_OBSERVATION_BATCH: usize = 64;
+/// How long, in connection time, an observation record may wait for the
+/// rest of its batch (CQ-ROUTINE-26): 10 ms.
+pub const MAX_OBSERVATION_DELAY_NS: u64 = 10_000_000;
 /// Largest `random-bytes` request.
 pub const MAX_RANDOM_BYTES: u32 = 1024;
 /// Log bytes (messages, field keys and values) that one plugin may pass to

@@ -530,6 +530,22 @@ impl Runtime {
             });
         }
         for b in &manifest.bindings {
+            if b.routine == Routine::ObserveFrames
+                && b.anchor != Anchor::After
+                && !self
+                    .config
+                    .injected_faults
+                    .has(InjectedFault::ObserveFramesAtAnyAnchor)
+            {
+                return Err(LoadError::InvalidManifest {
+                    plugin: name,
+                    reason: format!(
+                        "observe-frames {:#x} is bound with the {} anchor; only after is allowed",
+                        b.param,
+                        b.anchor.name()
+                    ),
+                });
+            }
             if b.routine == Routine::PluginControl && b.anchor != Anchor::Define {
                 return Err(LoadError::InvalidManifest {
                     plugin: name,

@@ -10,8 +10,8 @@ use crate::abi::{
     Routine, RxContext, SendContext, SendPosition,
 };
 use crate::config::{
-    InjectedFault, InjectedFaults, MAX_PLUGIN_TRANSPORT_PARAMETERS, MAX_TRANSPORT_PARAMETER_LEN,
-    is_standard_transport_parameter,
+    InjectedFault, InjectedFaults, MAX_OBSERVATION_BATCH, MAX_OBSERVATION_DELAY_NS,
+    MAX_PLUGIN_TRANSPORT_PARAMETERS, MAX_TRANSPORT_PARAMETER_LEN, is_standard_transport_parameter,
 };
 use crate::error::{CloseRequest, Fault, FaultKind, LoadError, RoutineError};
 use crate::guest::Guest;
@@ -45,6 +45,61 @@ struct Slot {
     initialised: bool,
     /// Log records dropped, kept here once the plugin is removed.
     logs_dropped_when_removed: u64,
+    /// Observation records queued for the plugin's `observe-frames`.
+    batch: Batch,
+}
+
+/// The observation records queued for one plugin's `observe-frames`
+/// (CQ-ROUTINE-25), delivered together in one call (CQ-ROUTINE-26).
+#[derive(Default)]
+struct Batch {
+    /// The frame type of every record queued: the call's parameter.
+    frame_type: u64,
+    /// Records queued; 0 when the batch is empty.
+    records: usize,
+    /// `now` of the first record queued: the batch is delivered by this
+    /// plus [`MAX_OBSERVATION_DELAY_NS`].
+    first_now: u64,
+    /// The records, encoded (CQ-ROUTINE-27). Kept allocated from one batch
+    /// to the next.
+    bytes: Vec<u8>,
+}
+
+impl Batch {
+    /// When the batch must be delivered, if it holds any record.
+    fn due(&self) -> Option<u64> {
+        (self.records > 0).then(|| self.first_now.saturating_add(MAX_OBSERVATION_DELAY_NS))
+    }
+}
+
+/// Appends the observation record of `frame`, received in the packet `ctx`
+/// describes, to `out` (CQ-ROUTINE-27): seven little-endian words (frame
+/// type, packet type, space, packet number, now, value count, data length),
+/// the values, and the data padded with zeros to a multiple of 8 bytes.
+/// `values` and `data` are scratch buffers.
+fn encode_observation(
+    out: &mut Vec<u8>,
+    frame: &Frame,
+    ctx: RxContext,
+    values: &mut Vec<u64>,
+    data: &mut Vec<u8>,
+) {
+    let frame_type = crate::guest::frame_data::write_data(frame, values, data);
+    let header = [
+        frame_type,
+        ctx.packet_type as u64,
+        ctx.space as u64,
+        ctx.packet_number,
+        ctx.now,
+        values.len() as u64,
+        data.len() as u64,
+    ];
+    out.reserve((header.len() + values.len()) * 8 + data.len().next_multiple_of(8));
+    for word in header.iter().chain(values.iter()) {
+        out.extend_from_slice(&word.to_le_bytes());
+    }
+    out.extend_from_slice(data);
+    out.resize(out.len().next_multiple_of(8), 0);
 }
 
 /// A fast hasher for the (routine, parameter) route keys, which are looked up
@@ -221,6 +276,13 @@ pub struct PluginSet {
     /// `init`; it changes only in calls, and when a plugin's log budget is
     /// spent.
     observed_frames: u64,
+    /// Bit `t` for each standard frame type `t` that a usable plugin
+    /// observes in batches (`observe-frames`), like `observed_frames`.
+    batched_frames: u64,
+    /// Scratch buffers for a frame's values and data while its observation
+    /// record is encoded.
+    record_values: Vec<u64>,
+    record_data: Vec<u8>,
     /// Faults not yet taken by the stack.
     faults: Vec<Fault>,
     /// Transport parameter ids the stack sends itself (CQ-API-8).
@@ -309,6 +371,7 @@ impl PluginSet {
                 call_time: Duration::ZERO,
                 initialised: false,
                 logs_dropped_when_removed: 0,
+                batch: Batch::default(),
             });
         }
         Ok(PluginSet {
@@ -321,6 +384,9 @@ impl PluginSet {
             summary: SummaryReader::default(),
             summary_stale: false,
             observed_frames: 0,
+            batched_frames: 0,
+            record_values: Vec::new(),
+            record_data: Vec::new(),
             faults: Vec::new(),
             stack_transport_parameters: runtime.capabilities().stack_transport_parameters.clone(),
             unproductive: Default::default(),
@@ -340,6 +406,13 @@ impl PluginSet {
         routine: &'static str,
         f: impl FnOnce(&mut Guest, &mut Store<PluginState>) -> wasmtime::Result<Result<R, Error>>,
     ) -> Result<R, CallFailure> {
+        // A plugin sees the frames it observes in batches before anything
+        // that happened after them (CQ-ROUTINE-26).
+        if self.slots[idx].batch.records > 0
+            && !self.injected.has(InjectedFault::ObservedFramesOutOfOrder)
+        {
+            self.deliver_batch(conn, idx);
+        }
         let Some(mut live) = self.slots[idx].live.take() else {
             return Err(CallFailure::Unavailable);
         };
@@ -427,6 +500,8 @@ impl PluginSet {
                     });
                 }
                 slot.removed = Some(fault.clone());
+                // Its queued observation records go with it.
+                slot.batch.records = 0;
                 self.faults.push(fault.clone());
                 let halted = live.store.data().halted_sending;
                 slot.logs_dropped_when_removed = live.store.data().logs_dropped;
@@ -588,7 +663,8 @@ impl PluginSet {
         }
         // The plugins are initialised now, which makes their observers usable
         // (the rest of the summary does not depend on it).
-        self.observed_frames = self.observed_standard_frames();
+        self.observed_frames = self.observed_standard_frames(Routine::ProcessFrame);
+        self.batched_frames = self.observed_standard_frames(Routine::ObserveFrames);
         failures
     }
 
@@ -807,35 +883,42 @@ impl PluginSet {
                 ack_eliciting: summary.ack_eliciting || r.ack_eliciting,
                 next_timeout: None,
             });
-        summary.next_timeout = self
+        summary.next_timeout = self.next_timeout_of_slots();
+        self.summary.store(&summary);
+        self.observed_frames = self.observed_standard_frames(Routine::ProcessFrame);
+        self.batched_frames = self.observed_standard_frames(Routine::ObserveFrames);
+    }
+
+    /// The earliest plugin timer or batch of observation records due.
+    fn next_timeout_of_slots(&self) -> Option<u64> {
+        let timers = self
             .slots
             .iter()
             .filter_map(|s| s.live.as_ref())
-            .flat_map(|l| l.store.data().timers.iter().map(|t| t.1))
-            .min();
-        self.summary.store(&summary);
-        self.observed_frames = self.observed_standard_frames();
+            .flat_map(|l| l.store.data().timers.iter().map(|t| t.1));
+        let batches = self.slots.iter().filter_map(|s| s.batch.due());
+        timers.chain(batches).min()
     }
 
-    /// [`Self::observed_frames`] as the routes and the plugins are now.
-    fn observed_standard_frames(&self) -> u64 {
+    /// [`Self::observed_frames`] (`routine` `process-frame`) or
+    /// [`Self::batched_frames`] (`observe-frames`) as the routes and the
+    /// plugins are now.
+    fn observed_standard_frames(&self, routine: Routine) -> u64 {
         self.route_index
             .iter()
-            .filter(|&(&(routine, frame_type), _)| {
-                routine == Routine::ProcessFrame as u8 && frame_type < 64
-            })
-            .filter(|&(_, &rid)| self.route_observed(rid))
+            .filter(|&(&(r, frame_type), _)| r == routine as u8 && frame_type < 64)
+            .filter(|&(_, &rid)| self.route_observed(rid, routine))
             .fold(0, |mask, (&(_, frame_type), _)| mask | 1 << frame_type)
     }
 
-    /// Whether a usable plugin observes (BEFORE or AFTER) `process-frame`
-    /// route `rid`.
-    fn route_observed(&self, rid: usize) -> bool {
+    /// Whether a usable plugin observes (BEFORE or AFTER) route `rid` of
+    /// `routine`.
+    fn route_observed(&self, rid: usize, routine: Routine) -> bool {
         let r = &self.routes[rid];
         r.before
             .iter()
             .chain(&r.after)
-            .any(|&idx| self.usable(idx, Routine::ProcessFrame))
+            .any(|&idx| self.usable(idx, routine))
     }
 
     /// A shared reader of what [`Self::offers_frames_at`] and
@@ -1090,17 +1173,22 @@ impl PluginSet {
             .is_some_and(|idx| self.usable(idx, Routine::ParseFrame))
     }
 
-    /// Whether any enabled plugin observes (BEFORE/AFTER) `process-frame` of this type.
+    /// Whether any enabled plugin observes (BEFORE/AFTER) `process-frame` of
+    /// this type, or observes its frames in batches (`observe-frames`).
     ///
     /// Stacks ask for every frame they receive; a standard frame type is
     /// answered from a bit mask kept up to date by the set.
     pub fn observes_frame_type(&self, frame_type: u64) -> bool {
         if frame_type < 64 {
-            return self.observed_frames & 1 << frame_type != 0;
+            return (self.observed_frames | self.batched_frames) & 1 << frame_type != 0;
         }
-        self.route_index
-            .get(&(Routine::ProcessFrame as u8, frame_type))
-            .is_some_and(|&rid| self.route_observed(rid))
+        [Routine::ProcessFrame, Routine::ObserveFrames]
+            .into_iter()
+            .any(|routine| {
+                self.route_index
+                    .get(&(routine as u8, frame_type))
+                    .is_some_and(|&rid| self.route_observed(rid, routine))
+            })
     }
 
     /// Routine `parse-frame`; `payload` starts right after the frame type.
@@ -1155,6 +1243,7 @@ impl PluginSet {
         if let Frame::Extension(ext) = frame {
             self.log_plugin_frame(conn, *ext, "frame received");
         }
+        self.queue_observation(conn, frame, ctx);
         // A frame parsed for a type no enabled plugin processes has no
         // effect (CQ-RECV-3): it is not an error of the connection.
         match r {
@@ -1172,16 +1261,101 @@ impl PluginSet {
         frame: &Frame,
         ctx: RxContext,
     ) {
-        let Some(&rid) = self
+        if let Some(&rid) = self
             .route_index
             .get(&(Routine::ProcessFrame as u8, frame.frame_type()))
+        {
+            let mut f = |g: &mut Guest, s: &mut Store<PluginState>, anchor| {
+                g.process_frame(s, anchor, frame, ctx)
+            };
+            self.observe(conn, rid, Routine::ProcessFrame, anchor, &mut f);
+        }
+        if anchor == Anchor::After {
+            self.queue_observation(conn, frame, ctx);
+        }
+    }
+
+    /// Queue the observation record of a frame the connection processed
+    /// for every usable plugin that observes its type in batches
+    /// (`observe-frames`, CQ-ROUTINE-25), after the frame's `process-frame`
+    /// AFTER calls; a batch that is full, or holds another frame type, is
+    /// delivered first (CQ-ROUTINE-26).
+    fn queue_observation(&mut self, conn: &mut dyn HostConnection, frame: &Frame, ctx: RxContext) {
+        let frame_type = frame.frame_type();
+        if frame_type < 64 && self.batched_frames & 1 << frame_type == 0 {
+            return;
+        }
+        let Some(&rid) = self
+            .route_index
+            .get(&(Routine::ObserveFrames as u8, frame_type))
         else {
             return;
         };
-        let mut f = |g: &mut Guest, s: &mut Store<PluginState>, anchor| {
-            g.process_frame(s, anchor, frame, ctx)
-        };
-        self.observe(conn, rid, Routine::ProcessFrame, anchor, &mut f);
+        for k in 0..self.routes[rid].after.len() {
+            let idx = self.routes[rid].after[k];
+            if !self.usable(idx, Routine::ObserveFrames) {
+                continue;
+            }
+            let batch = &self.slots[idx].batch;
+            if batch.records > 0 && batch.frame_type != frame_type {
+                self.deliver_batch(conn, idx);
+            }
+            let batch = &mut self.slots[idx].batch;
+            let first = batch.records == 0;
+            if first {
+                batch.frame_type = frame_type;
+                batch.first_now = ctx.now;
+            }
+            encode_observation(
+                &mut batch.bytes,
+                frame,
+                ctx,
+                &mut self.record_values,
+                &mut self.record_data,
+            );
+            batch.records += 1;
+            if batch.records >= MAX_OBSERVATION_BATCH {
+                self.deliver_batch(conn, idx);
+            } else if first {
+                // The batch's deadline is a new timeout for the stack.
+                self.refresh_summary();
+            }
+        }
+    }
+
+    /// Deliver the observation records queued for plugin `idx` in one
+    /// `observe-frames` call (CQ-ROUTINE-26). The records are dropped if
+    /// the plugin can no longer be called (removed, or silenced by its
+    /// spent log budget).
+    fn deliver_batch(&mut self, conn: &mut dyn HostConnection, idx: usize) {
+        let batch = &mut self.slots[idx].batch;
+        let frame_type = batch.frame_type;
+        let mut records = std::mem::take(&mut batch.bytes);
+        batch.records = 0;
+        if self.usable(idx, Routine::ObserveFrames) {
+            let r = self.invoke(conn, idx, Anchor::After, "observe-frames", |g, s| {
+                g.observe_frames(s, frame_type, &mut records)
+            });
+            self.log_ignored(conn, idx, "observe-frames", Anchor::After, r);
+        }
+        records.clear();
+        self.slots[idx].batch.bytes = records;
+        // The batch's deadline is gone.
+        self.summary_stale = true;
+        if self.outer_call_started.is_none() {
+            self.refresh_summary();
+        }
+    }
+
+    /// Deliver every observation record queued on this connection
+    /// (CQ-ROUTINE-26): call it when the connection ends, so that no record
+    /// is lost. Field reads in these calls see what `conn` answers then.
+    pub fn deliver_observations(&mut self, conn: &mut dyn HostConnection) {
+        for idx in 0..self.slots.len() {
+            if self.slots[idx].batch.records > 0 {
+                self.deliver_batch(conn, idx);
+            }
+        }
     }
 
     /// Routine `log-frame`: a description of the frame, if a plugin gives one.
@@ -1227,15 +1401,22 @@ impl PluginSet {
         }
     }
 
-    /// The earliest armed plugin timer, in connection time.
+    /// The earliest armed plugin timer or batch of observation records
+    /// due, in connection time.
     pub fn next_timeout(&self) -> Option<u64> {
         self.summary.next_timeout()
     }
 
-    /// Fire every plugin timer due at `now`, each once and disarmed first.
-    /// Timers a plugin re-arms while this runs fire at the next call
-    /// (CQ-TIMER-6), so a plugin cannot keep this loop busy.
+    /// Deliver the batches of observation records due at `now`
+    /// (CQ-ROUTINE-26), then fire every plugin timer due at `now`, each once
+    /// and disarmed first. Timers a plugin re-arms while this runs fire at
+    /// the next call (CQ-TIMER-6), so a plugin cannot keep this loop busy.
     pub fn handle_timeout(&mut self, conn: &mut dyn HostConnection, now: u64) {
+        for idx in 0..self.slots.len() {
+            if self.slots[idx].batch.due().is_some_and(|due| due <= now) {
+                self.deliver_batch(conn, idx);
+            }
+        }
         for idx in 0..self.slots.len() {
             let due: Vec<u64> = match &mut self.slots[idx].live {
                 Some(live) => {

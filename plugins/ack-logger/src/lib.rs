@@ -1,9 +1,13 @@
 //! ACK logger (Core QUIC paper, section VI-A).
 //!
-//! Observes ACK processing (AFTER anchor of process-frame, types 0x02 and
-//! 0x03) and logs the largest acknowledged packet, the ACK delay and the
+//! Observes ACK processing (types 0x02 and 0x03, after the host processed
+//! them) and logs the largest acknowledged packet, the ACK delay and the
 //! number of ranges through the host's structured log, as records of one
 //! declared shape (ABI 0.2.2). It changes nothing.
+//!
+//! It observes the ACKs in batches (`observe-frames`, ABI 0.2.3): the host
+//! enters it once per up to 64 ACKs, at most 10 ms after the first of them
+//! was processed, instead of once per ACK.
 
 #![cfg_attr(target_arch = "wasm32", no_std)]
 
@@ -20,8 +24,8 @@ struct AckLogger;
 impl Plugin for AckLogger {
     fn manifest() -> Manifest {
         Manifest::new("ack-logger", "0.2.0")
-            .bind(routine::PROCESS_FRAME, Anchor::After, ACK)
-            .bind(routine::PROCESS_FRAME, Anchor::After, ACK_ECN)
+            .bind(routine::OBSERVE_FRAMES, Anchor::After, ACK)
+            .bind(routine::OBSERVE_FRAMES, Anchor::After, ACK_ECN)
             .permission(permission::LOGGING)
     }
 
@@ -30,16 +34,18 @@ impl Plugin for AckLogger {
         Ok(())
     }
 
-    fn process_frame(&mut self, _: Anchor, frame: Frame, ctx: RxContext) -> Result<()> {
-        let Some(ack) = frame.ack() else {
-            return Ok(());
-        };
-        ACK_PROCESSED.log([
-            ack.largest_acknowledged,
-            ack.ack_delay,
-            ack.range_count() as u64,
-            ctx.packet_number,
-        ])
+    fn observe_frames(&mut self, _: u64, frames: &ObservedFrames<'_>) -> Result<()> {
+        frames.for_each(|frame, ctx| {
+            let Some(ack) = frame.ack() else {
+                return Ok(());
+            };
+            ACK_PROCESSED.log([
+                ack.largest_acknowledged,
+                ack.ack_delay,
+                ack.range_count() as u64,
+                ctx.packet_number,
+            ])
+        })
     }
 }
 
@@ -56,4 +62,4 @@ static ACK_PROCESSED: host::LogShape<4> = host::LogShape::new(
     ],
 );
 
-export_plugin!(AckLogger, routines: [process_frame]);
+export_plugin!(AckLogger, routines: [call_routine]);

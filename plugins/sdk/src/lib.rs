@@ -63,7 +63,7 @@ pub use bindings::core_quic::plugin::types::{
 pub type Result<T> = core::result::Result<T, Error>;
 
 /// The ABI version this SDK targets (the WIT package version).
-pub const ABI_VERSION: &str = "0.2.2";
+pub const ABI_VERSION: &str = "0.2.3";
 
 #[doc(hidden)]
 pub mod abi;
@@ -73,12 +73,14 @@ pub mod field;
 pub mod frame;
 pub mod host;
 mod manifest;
+pub mod observe;
 pub mod permission;
 pub mod routine;
 pub mod text;
 pub mod varint;
 
 pub use manifest::Manifest;
+pub use observe::ObservedFrames;
 
 #[cfg(all(target_arch = "wasm32", not(test)))]
 mod rt;
@@ -242,8 +244,19 @@ pub trait Plugin: Default + 'static {
         not_implemented("plugin-control")
     }
 
+    /// The frames of type `frame_type` that the connection processed since
+    /// the last call, in order, each with the packet it came in
+    /// (`observe-frames`, ABI 0.2.3, AFTER only). Bind it with
+    /// `.bind(routine::OBSERVE_FRAMES, Anchor::After, frame_type)` and list
+    /// `call_routine` in [`export_plugin!`].
+    fn observe_frames(&mut self, frame_type: u64, frames: &ObservedFrames<'_>) -> Result<()> {
+        not_implemented("observe-frames")
+    }
+
     /// A routine added to the ABI after 0.2.0, by its identifier; see the
-    /// specification for its arguments and results.
+    /// specification for its arguments and results. The default passes
+    /// `observe-frames` to [`Plugin::observe_frames`] and answers
+    /// `unsupported` for any other routine.
     fn call_routine(
         &mut self,
         routine: RoutineId,
@@ -251,7 +264,15 @@ pub trait Plugin: Default + 'static {
         param: u64,
         args: Vec<PluginVal>,
     ) -> Result<Vec<PluginVal>> {
-        not_implemented("call-routine")
+        match (routine, args.as_slice()) {
+            (routine::OBSERVE_FRAMES, [PluginVal::Bytes(records)]) => self
+                .observe_frames(param, &ObservedFrames::new(records))
+                .map(|()| Vec::new()),
+            (routine::OBSERVE_FRAMES, _) => Err(Error::invalid_argument(
+                "observe-frames takes one bytes value",
+            )),
+            _ => not_implemented("call-routine"),
+        }
     }
 }
 

@@ -33,3 +33,8 @@ pub const LOG_FRAME: RoutineId = 9;
 
 /// `plugin-control`: the `ioctl`-like entry point. Since 0.2.0.
 pub const PLUGIN_CONTROL: RoutineId = 10;
+
+/// `observe-frames`: the frames of one type the connection processed, as
+/// observation records, up to 64 in one call (AFTER only; reached through
+/// `call-routine`, see [`crate::observe`]). Since 0.2.3.
+pub const OBSERVE_FRAMES: RoutineId = 11;

@@ -505,6 +505,23 @@ impl Guest {
         dispatch!(self, on_plugin_timeout(store, id, now))
     }
 
+    /// Routine `observe-frames` through `call-routine` (0.2.3): a 0.1.0
+    /// plugin cannot bind it, and is never asked.
+    #[inline]
+    pub(crate) fn observe_frames(
+        &mut self,
+        store: &mut Store<PluginState>,
+        frame_type: u64,
+        records: &mut Vec<u8>,
+    ) -> Call<()> {
+        match self {
+            Guest::V0_1(_) => Ok(Err(crate::abi::Error::Unsupported(
+                "a 0.1.0 plugin has no observe-frames".into(),
+            ))),
+            Guest::V0_2(g) => g.observe_frames(store, frame_type, records),
+        }
+    }
+
     /// Export `plugin-control`.
     #[inline]
     pub(crate) fn plugin_control(

@@ -185,8 +185,7 @@ macro_rules! routines {
         /// The routines' exports of one 0.2 instance, each looked up on its
         /// first call: a connection calls a few of the fifteen, and looking
         /// one up (a `Func` and its `VMFuncRef`) costs about as much as a
-        /// call. (`call-routine` is checked but not called: no 0.2 release
-        /// invokes a routine through it yet, CQ-ROUTINE-22.)
+        /// call.
         #[allow(dead_code)]
         pub(crate) struct Routines {
             instance: Instance,
@@ -270,9 +269,9 @@ macro_rules! routines {
     };
 }
 
-/// The routines' interface, as a 0.2 plugin exports it (a 0.2.0 or 0.2.1
+/// The routines' interface, as a 0.2 plugin exports it (an earlier 0.2
 /// plugin's is found under this name too, semver-compatible).
-const ROUTINES: &str = "core-quic:plugin/routines@0.2.2";
+const ROUTINES: &str = "core-quic:plugin/routines@0.2.3";
 
 routines! {
     fn call_manifest() -> t::PluginManifest = "manifest" as manifest;
@@ -436,6 +435,38 @@ impl Guest {
         let r = routines.call_log_frame(store, anchor.into(), &lent);
         self.lent = Some(lent);
         model(r)
+    }
+
+    /// Routine `observe-frames` (0.2.3, CQ-ROUTINE-25) through
+    /// `call-routine`: `records` are the observation records of one batch,
+    /// passed as the one `bytes` argument. The buffer is lent and given back
+    /// in `records`, so a connection's batches reuse one allocation.
+    pub(crate) fn observe_frames(
+        &mut self,
+        store: &mut Store<PluginState>,
+        frame_type: u64,
+        records: &mut Vec<u8>,
+    ) -> super::Call<()> {
+        self.args.push(t::PluginVal::Bytes(std::mem::take(records)));
+        let r = self.routines.call_call_routine(
+            store,
+            m::Routine::ObserveFrames as u32,
+            t::Anchor::After,
+            frame_type,
+            &self.args,
+        );
+        if let Some(t::PluginVal::Bytes(lent)) = self.args.pop() {
+            *records = lent;
+        }
+        self.args.clear();
+        Ok(match r? {
+            Ok(results) if results.is_empty() => Ok(()),
+            Ok(results) => Err(m::Error::InvalidArgument(format!(
+                "observe-frames returned {} values; it returns none",
+                results.len()
+            ))),
+            Err(e) => Err(e.into()),
+        })
     }
 
     /// A frame the host keeps, as data, in the buffers of the last frame

@@ -605,9 +605,13 @@ mod tests {
     #[test]
     fn the_relay_delays_drops_and_records_real_datagrams() {
         let server = UdpSocket::bind("127.0.0.1:0").expect("bind");
+        // 800 kbit/s: a datagram of 1,000 bytes takes 10 ms to leave the
+        // queue, so the burst below fills it even when the relay's thread
+        // is scheduled late on a loaded machine (at 8 Mbit/s a stall of
+        // 1 ms let a sixth datagram in).
         let link = LinkParams {
             one_way_delay: ms(30),
-            rate_bits_per_second: Some(8_000_000),
+            rate_bits_per_second: Some(800_000),
             queue_bytes: 5_000,
             loss: 0.0,
             max_datagram_size: 1200,

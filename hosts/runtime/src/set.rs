@@ -502,6 +502,7 @@ impl PluginSet {
                 slot.removed = Some(fault.clone());
                 // Its queued observation records go with it.
                 slot.batch.records = 0;
+                slot.batch.bytes.clear();
                 self.faults.push(fault.clone());
                 let halted = live.store.data().halted_sending;
                 slot.logs_dropped_when_removed = live.store.data().logs_dropped;

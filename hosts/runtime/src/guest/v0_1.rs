@@ -381,29 +381,29 @@ same_cases! {
     LogLevel { Error, Warn, Info, Debug, Trace }
 }
 
-/// 0.1.0's `routine` enum has the routines of 0.1.0; a routine a later
-/// release added (`observe-frames`) has no case in it, so a 0.1.0 plugin
-/// can never bind it.
-macro_rules! routines_of_0_1 {
-    ($($case:ident),* $(,)?) => {
-        impl From<t::Routine> for m::Routine {
+/// An enum of 0.1.0 whose cases are those of the model's enum `$ty` that
+/// 0.1.0 has: a case a later release added has none in it, so a 0.1.0
+/// plugin can never name it.
+macro_rules! cases_of_0_1 {
+    ($ty:ident { $($case:ident),* $(,)? }) => {
+        impl From<t::$ty> for m::$ty {
             #[inline]
-            fn from(v: t::Routine) -> Self {
+            fn from(v: t::$ty) -> Self {
                 match v {
-                    $(t::Routine::$case => m::Routine::$case,)*
+                    $(t::$ty::$case => m::$ty::$case,)*
                 }
             }
         }
 
         // Only the tests go from the model back to 0.1.0's enum.
         #[cfg(test)]
-        impl TryFrom<m::Routine> for t::Routine {
-            type Error = m::Routine;
+        impl TryFrom<m::$ty> for t::$ty {
+            type Error = m::$ty;
 
-            /// The routine's 0.1.0 case, or the routine back if 0.1.0 has none.
-            fn try_from(v: m::Routine) -> Result<Self, m::Routine> {
+            /// The 0.1.0 case, or the value back if 0.1.0 has none.
+            fn try_from(v: m::$ty) -> Result<Self, m::$ty> {
                 match v {
-                    $(m::Routine::$case => Ok(t::Routine::$case),)*
+                    $(m::$ty::$case => Ok(t::$ty::$case),)*
                     other => Err(other),
                 }
             }
@@ -411,49 +411,51 @@ macro_rules! routines_of_0_1 {
     };
 }
 
-routines_of_0_1! {
-    WriteTransportParameter, DecodeTransportParameter, ShouldSendFrame, PrepareFrame,
-    FrameWireLen, WriteFrame, OnFrameReserved, NotifyFrame, ParseFrame, ProcessFrame,
-    LogFrame, PluginControl,
-}
+// The routines of 0.1.0: `observe-frames` (0.2.3) has no case.
+cases_of_0_1!(Routine {
+    WriteTransportParameter,
+    DecodeTransportParameter,
+    ShouldSendFrame,
+    PrepareFrame,
+    FrameWireLen,
+    WriteFrame,
+    OnFrameReserved,
+    NotifyFrame,
+    ParseFrame,
+    ProcessFrame,
+    LogFrame,
+    PluginControl,
+});
 
-/// 0.1.0's `field-id` enum has the fields of identifiers 1 to 25, in
-/// identifier order (CQ-VER-11); the fields a later release added have no
-/// case in it, so a 0.1.0 plugin can never name them.
-macro_rules! fields_of_0_1 {
-    ($($case:ident),* $(,)?) => {
-        impl From<t::FieldId> for m::FieldId {
-            #[inline]
-            fn from(v: t::FieldId) -> Self {
-                match v {
-                    $(t::FieldId::$case => m::FieldId::$case,)*
-                }
-            }
-        }
-
-        // Only the tests go from the model back to 0.1.0's enum.
-        #[cfg(test)]
-        impl TryFrom<m::FieldId> for t::FieldId {
-            type Error = m::FieldId;
-
-            /// The field's 0.1.0 case, or the field back if 0.1.0 has none.
-            fn try_from(v: m::FieldId) -> Result<Self, m::FieldId> {
-                match v {
-                    $(m::FieldId::$case => Ok(t::FieldId::$case),)*
-                    other => Err(other),
-                }
-            }
-        }
-    };
-}
-
-fields_of_0_1! {
-    IsServer, Version, IsEstablished, MaxTxData, TxData, MaxRxData, RxData,
-    MaxSendUdpPayload, LocalAddress, PeerAddress, IdleTimeout, SendingHalted,
-    NextPacketNumber, LargestAcked, LargestReceived, LatestRtt, SmoothedRtt, MinRtt,
-    Rttvar, MaxAckDelay, PtoCount, BytesInFlight, CongestionWindow, Ssthresh,
+// The fields of identifiers 1 to 25, in identifier order (CQ-VER-11): the
+// fields of 0.2.1 have no case.
+cases_of_0_1!(FieldId {
+    IsServer,
+    Version,
+    IsEstablished,
+    MaxTxData,
+    TxData,
+    MaxRxData,
+    RxData,
+    MaxSendUdpPayload,
+    LocalAddress,
+    PeerAddress,
+    IdleTimeout,
+    SendingHalted,
+    NextPacketNumber,
+    LargestAcked,
+    LargestReceived,
+    LatestRtt,
+    SmoothedRtt,
+    MinRtt,
+    Rttvar,
+    MaxAckDelay,
+    PtoCount,
+    BytesInFlight,
+    CongestionWindow,
+    Ssthresh,
     MaxDatagramSize,
-}
+});
 
 same_variants! {
     IpAddr { V4(a), V6(a) }
@@ -501,7 +503,7 @@ impl From<t::Error> for m::Error {
     }
 }
 
-/// A 0.1.0 binding names a routine of 0.1.0 (`routines_of_0_1!`).
+/// A 0.1.0 binding names a routine of 0.1.0 (`cases_of_0_1!`).
 impl From<t::Binding> for m::Binding {
     #[inline]
     fn from(v: t::Binding) -> Self {

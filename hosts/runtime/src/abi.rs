@@ -1226,6 +1226,17 @@ impl Routine {
             .find(|r| r.name() == name)
     }
 
+    /// The one anchor the routine may be bound at, for a routine that
+    /// allows only one: `define` for `plugin-control` (CQ-LOAD-5), `after`
+    /// for `observe-frames` (CQ-ROUTINE-24).
+    pub fn only_anchor(self) -> Option<Anchor> {
+        match self {
+            Routine::PluginControl => Some(Anchor::Define),
+            Routine::ObserveFrames => Some(Anchor::After),
+            _ => None,
+        }
+    }
+
     /// Whether the routine may run before the plugin has called `enable`.
     pub fn before_enable(self) -> bool {
         matches!(

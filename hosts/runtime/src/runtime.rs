@@ -529,30 +529,23 @@ impl Runtime {
                 host_abi: abi::ABI_VERSION.into(),
             });
         }
+        let any_batch_anchor = self
+            .config
+            .injected_faults
+            .has(InjectedFault::ObserveFramesAtAnyAnchor);
         for b in &manifest.bindings {
-            if b.routine == Routine::ObserveFrames
-                && b.anchor != Anchor::After
-                && !self
-                    .config
-                    .injected_faults
-                    .has(InjectedFault::ObserveFramesAtAnyAnchor)
-            {
+            let Some(only) = b.routine.only_anchor() else {
+                continue;
+            };
+            if b.anchor != only && !(any_batch_anchor && b.routine == Routine::ObserveFrames) {
                 return Err(LoadError::InvalidManifest {
                     plugin: name,
                     reason: format!(
-                        "observe-frames {:#x} is bound with the {} anchor; only after is allowed",
+                        "{} {:#x} is bound with the {} anchor; only {} is allowed",
+                        b.routine.name(),
                         b.param,
-                        b.anchor.name()
-                    ),
-                });
-            }
-            if b.routine == Routine::PluginControl && b.anchor != Anchor::Define {
-                return Err(LoadError::InvalidManifest {
-                    plugin: name,
-                    reason: format!(
-                        "plugin-control {:#x} is bound with the {} anchor; only define is allowed",
-                        b.param,
-                        b.anchor.name()
+                        b.anchor.name(),
+                        only.name()
                     ),
                 });
             }

@@ -241,6 +241,12 @@ impl SummaryReader {
         Some(self.0.next_timeout.load(Ordering::Relaxed)).filter(|&t| t != u64::MAX)
     }
 
+    /// Brings [`Self::next_timeout`] forward to `at` if that is earlier,
+    /// without recomputing the rest of the summary.
+    fn advance_next_timeout(&self, at: u64) {
+        self.0.next_timeout.fetch_min(at, Ordering::Relaxed);
+    }
+
     fn store(&self, summary: &Summary) {
         self.0.positions.store(summary.positions, Ordering::Relaxed);
         self.0
@@ -1317,9 +1323,9 @@ impl PluginSet {
             batch.records += 1;
             if batch.records >= MAX_OBSERVATION_BATCH {
                 self.deliver_batch(conn, idx);
-            } else if first {
+            } else if let Some(due) = batch.due().filter(|_| first) {
                 // The batch's deadline is a new timeout for the stack.
-                self.refresh_summary();
+                self.summary.advance_next_timeout(due);
             }
         }
     }
@@ -1333,6 +1339,9 @@ impl PluginSet {
         let frame_type = batch.frame_type;
         let mut records = std::mem::take(&mut batch.bytes);
         batch.records = 0;
+        // The batch's deadline is gone: the outermost call refreshes the
+        // summary once, the plugin's own changes with it.
+        self.summary_stale = true;
         if self.usable(idx, Routine::ObserveFrames) {
             let r = self.invoke(conn, idx, Anchor::After, "observe-frames", |g, s| {
                 g.observe_frames(s, frame_type, &mut records)
@@ -1341,9 +1350,7 @@ impl PluginSet {
         }
         records.clear();
         self.slots[idx].batch.bytes = records;
-        // The batch's deadline is gone.
-        self.summary_stale = true;
-        if self.outer_call_started.is_none() {
+        if self.summary_stale && self.outer_call_started.is_none() {
             self.refresh_summary();
         }
     }

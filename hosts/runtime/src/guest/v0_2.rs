@@ -458,7 +458,6 @@ impl Guest {
         if let Some(t::PluginVal::Bytes(lent)) = self.args.pop() {
             *records = lent;
         }
-        self.args.clear();
         Ok(match r? {
             Ok(results) if results.is_empty() => Ok(()),
             Ok(results) => Err(m::Error::InvalidArgument(format!(

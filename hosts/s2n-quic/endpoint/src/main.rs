@@ -51,6 +51,7 @@ struct Setup {
 }
 
 async fn run(args: Args) -> Result<bool, String> {
+    seed_random()?;
     let logs: Logs = Arc::default();
     let (report_tx, reports) = mpsc::unbounded_channel();
     let mut factory = None;
@@ -78,6 +79,22 @@ async fn run(args: Args) -> Result<bool, String> {
     tokio::time::timeout(deadline, work)
         .await
         .map_err(|_| corequic_endpoint::timed_out(deadline))?
+}
+
+/// aws-lc seeds its random generator from CPU jitter entropy once per
+/// process, on first use: about 60 ms of CPU on this project's machines (the
+/// jitter code is built at `-O0` on purpose, in every profile). Seeded here,
+/// before the endpoint listens or connects, that time is not spent inside the
+/// first handshake, where it held back the connection's timers: a plugin
+/// timer armed in `init` fired up to 24 ms late (CQ-TIMER-4). s2n-quic
+/// re-exports rustls only through a deprecated path, as for [`client_tls`].
+#[allow(deprecated)]
+fn seed_random() -> Result<(), String> {
+    use s2n_quic::provider::tls::rustls::rustls;
+    rustls::crypto::aws_lc_rs::default_provider()
+        .secure_random
+        .fill(&mut [0u8; 16])
+        .map_err(|_| "aws-lc's random generator failed".to_string())
 }
 
 /// The endpoint's UDP socket: bound to `addr`, with socket buffers of

@@ -218,6 +218,30 @@ fn routines_a_host_that_accepts_observe_frames_at_any_anchor_fails() {
 }
 
 #[test]
+fn routines_a_host_that_ignores_send_frame_fails() {
+    catches(
+        "routines.send-frame-replaces-the-separate-send-routines",
+        "separate-send-routines",
+    );
+}
+
+#[test]
+fn routines_a_host_that_ignores_receive_frame_fails() {
+    catches(
+        "routines.receive-frame-replaces-parse-and-process",
+        "separate-receive-routines",
+    );
+}
+
+#[test]
+fn routines_a_host_that_accepts_fused_frame_routines_at_any_anchor_fails() {
+    catches(
+        "routines.fused-frame-routines-at-another-anchor-are-refused",
+        "fused-frame-routines-at-any-anchor",
+    );
+}
+
+#[test]
 fn routines_a_host_that_calls_a_plugin_with_records_still_queued_fails() {
     catches(
         "routines.observe-frames-delivers-every-frame-in-order",

@@ -36,8 +36,8 @@ use corequic_runtime::abi::{
     Routine, RxContext, SendPosition,
 };
 use corequic_runtime::{
-    FieldSet, HostCapabilities, LogRecord, Plugin, PluginSet, PluginStats, RoutineError, Runtime,
-    SummaryReader,
+    FieldSet, FrameRejected, HostCapabilities, LogRecord, Plugin, PluginSet, PluginStats,
+    RoutineError, Runtime, SummaryReader,
 };
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -700,12 +700,15 @@ impl ConnectionPlugins {
             if !set.parses_frame_type(frame_type) {
                 return Err(FrameRefused::Unknown);
             }
-            let parsed = set
-                .parse_frame(view, frame_type, payload)
-                .map_err(|e| FrameRefused::Encoding(format!("frame {frame_type:#x}: {e}")))?;
-            set.process_frame(view, &Frame::Extension(parsed.frame), rx)
-                .map_err(|e| FrameRefused::Violation(format!("frame {frame_type:#x}: {e}")))?;
-            Ok(parsed.consumed as usize)
+            match set.receive_frame(view, frame_type, payload, rx) {
+                Ok(consumed) => Ok(consumed as usize),
+                Err(FrameRejected::Encoding(e)) => Err(FrameRefused::Encoding(format!(
+                    "frame {frame_type:#x}: {e}"
+                ))),
+                Err(FrameRejected::Violation(e)) => Err(FrameRefused::Violation(format!(
+                    "frame {frame_type:#x}: {e}"
+                ))),
+            }
         });
         if let Err(FrameRefused::Encoding(reason) | FrameRefused::Violation(reason)) = &r {
             self.state.warn(reason.clone());

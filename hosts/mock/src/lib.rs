@@ -19,7 +19,8 @@ use corequic_runtime::abi::{
     PluginVal, PnSpace, RxContext, SendContext, SendPosition, StreamFrame,
 };
 use corequic_runtime::{
-    FieldSet, HostConnection, LoadError, LogRecord, Plugin, PluginSet, Runtime, WrittenFrame,
+    FieldSet, FrameRejected, HostConnection, LoadError, LogRecord, Plugin, PluginSet, Runtime,
+    WrittenFrame,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -742,15 +743,19 @@ impl MockEndpoint {
                 *pos = payload.len();
             }
             _ if self.plugins.parses_frame_type(ty) => {
-                let parsed = self
+                match self
                     .plugins
-                    .parse_frame(&mut self.conn, ty, &payload[*pos..])
-                    .map_err(|e| format!("frame {ty:#x}: {e}"))?;
-                *pos += parsed.consumed as usize;
-                let frame = Frame::Extension(parsed.frame);
-                if let Err(e) = self.plugins.process_frame(&mut self.conn, &frame, ctx) {
-                    self.check_close_request();
-                    self.close(PROTOCOL_VIOLATION, format!("frame {ty:#x}: {e}"));
+                    .receive_frame(&mut self.conn, ty, &payload[*pos..], ctx)
+                {
+                    Ok(consumed) => *pos += consumed as usize,
+                    Err(FrameRejected::Encoding(e)) => return Err(format!("frame {ty:#x}: {e}")),
+                    Err(FrameRejected::Violation(e)) => {
+                        // Processing failed after parsing: the rest of the
+                        // packet is not read.
+                        *pos = payload.len();
+                        self.check_close_request();
+                        self.close(PROTOCOL_VIOLATION, format!("frame {ty:#x}: {e}"));
+                    }
                 }
             }
             _ => return Err(format!("unknown frame type {ty:#x}")),

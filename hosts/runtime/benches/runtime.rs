@@ -23,6 +23,16 @@ use std::time::{Duration, Instant};
 const FRAME_MAX_DATA: u64 = 0x3f5e;
 const FRAME_DUMMY: u64 = 0x42;
 
+/// The component bytes of plugin `name` as built against ABI `abi_version`
+/// and kept in `plugins/prebuilt/`.
+fn prebuilt_bytes(abi_version: &str, name: &str) -> Vec<u8> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../plugins/prebuilt")
+        .join(abi_version)
+        .join(format!("{name}.wasm"));
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
 fn rx_ctx(pn: u64) -> RxContext {
     RxContext {
         packet_type: PacketType::OneRtt,
@@ -37,7 +47,9 @@ fn field(id: FieldId) -> FieldRef {
 }
 
 /// Algorithm 1 on the client at the after-ACK position, then the receive
-/// path of the first frame on the server. Returns the frame type.
+/// path of the first frame on the server (`receive_frame`: the plugin's
+/// `receive-frame`, or `parse-frame` and `process-frame`). Returns the
+/// frame type.
 fn send_and_receive(
     pair: &mut MockPair,
     packet: &mut Vec<u8>,
@@ -51,14 +63,9 @@ fn send_and_receive(
     let s = &mut pair.server;
     let mut pos = 0;
     let ty = get_varint(packet, &mut pos).expect("type");
-    let parsed = s
-        .plugins
-        .parse_frame(&mut s.conn, ty, &packet[pos..])
-        .expect("parse");
-    let frame = Frame::Extension(parsed.frame);
     s.plugins
-        .process_frame(&mut s.conn, &frame, rx_ctx(1))
-        .expect("process");
+        .receive_frame(&mut s.conn, ty, &packet[pos..], rx_ctx(1))
+        .expect("receive");
     ty
 }
 
@@ -146,30 +153,48 @@ fn benches(c: &mut Criterion) {
     group.finish();
 
     // DUMMY ("super-frame"): send, receive, and the acknowledgement that
-    // frees the in-flight slot for the next iteration.
-    let mut dummies = MockPair::new(
-        &runtime,
-        std::slice::from_ref(&dummy),
-        std::slice::from_ref(&dummy),
-        1200,
-        0,
-    )
-    .expect("pair");
-    dummies.handshake();
-    c.bench_function("super-frame send and receive", |b| {
-        let mut packet = Vec::with_capacity(1200);
-        let mut written = Vec::new();
-        b.iter(|| {
-            assert_eq!(
-                send_and_receive(&mut dummies, &mut packet, &mut written),
-                FRAME_DUMMY
-            );
-            let c = &mut dummies.client;
-            c.plugins
-                .notify_frame(&mut c.conn, written[0].frame, FrameOutcome::Acked)
-                .expect("notify");
-        })
-    });
+    // frees the in-flight slot for the next iteration. The current DUMMY
+    // sends and receives through the fused routines of ABI 0.2.4
+    // (`send-frame`, `receive-frame`); its build against 0.2.0, measured in
+    // the same run, through the separate ones.
+    let dummy_0_2_0 = runtime
+        .load_bytes(
+            "dummy-0.2.0",
+            &prebuilt_bytes("0.2.0", "dummy"),
+            &Grants::all(),
+        )
+        .expect("load");
+    for (name, dummy) in [
+        ("super-frame send and receive", &dummy),
+        (
+            "super-frame send and receive, separate routines (DUMMY of 0.2.0)",
+            &dummy_0_2_0,
+        ),
+    ] {
+        let mut dummies = MockPair::new(
+            &runtime,
+            std::slice::from_ref(dummy),
+            std::slice::from_ref(dummy),
+            1200,
+            0,
+        )
+        .expect("pair");
+        dummies.handshake();
+        c.bench_function(name, |b| {
+            let mut packet = Vec::with_capacity(1200);
+            let mut written = Vec::new();
+            b.iter(|| {
+                assert_eq!(
+                    send_and_receive(&mut dummies, &mut packet, &mut written),
+                    FRAME_DUMMY
+                );
+                let c = &mut dummies.client;
+                c.plugins
+                    .notify_frame(&mut c.conn, written[0].frame, FrameOutcome::Acked)
+                    .expect("notify");
+            })
+        });
+    }
 
     // The ACK logger observing an ACK frame: one `log` call per frame while
     // its log budget lasts, with the mock keeping every record as the

@@ -729,6 +729,13 @@ pub enum Routine {
     /// processed, as observation records delivered in batches through
     /// `call-routine` (CQ-ROUTINE-25).
     ObserveFrames = 11,
+    /// `send-frame` (since 0.2.4): `should-send-frame`, `write-frame` and
+    /// `on-frame-reserved` in one call through `call-routine`, the frame's
+    /// bytes returned (CQ-ROUTINE-29).
+    SendFrame = 12,
+    /// `receive-frame` (since 0.2.4): `parse-frame` and `process-frame` in
+    /// one call through `call-routine` (CQ-ROUTINE-30).
+    ReceiveFrame = 13,
     /// `prepare-frame` of ABI 0.1.0, which 0.2.0 merged into `write-frame`;
     /// it has no registry identifier and appears only in the manifests of
     /// 0.1.0 plugins (specification §2.2).
@@ -749,6 +756,8 @@ cases_debug!(Routine {
     LogFrame,
     PluginControl,
     ObserveFrames,
+    SendFrame,
+    ReceiveFrame,
     PrepareFrame,
     FrameWireLen,
 });
@@ -926,6 +935,29 @@ pub struct ParsedFrame {
 }
 record_debug!(ParsedFrame { "frame" => frame, "consumed" => consumed });
 
+/// A frame a plugin's `send-frame` returned (ABI 0.2.4, CQ-ROUTINE-29); its
+/// bytes were appended to the packet buffer the call was given.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SentFrame {
+    /// The frame's tag, given back to `notify-frame`.
+    pub tag: u64,
+    /// The length of the frame's bytes, type included.
+    pub len: usize,
+    /// The frame's description for the log, in place of `log-frame`.
+    pub description: Option<String>,
+}
+
+/// A frame a plugin's `receive-frame` took (ABI 0.2.4, CQ-ROUTINE-30).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReceivedFrame {
+    /// The frame as `parse-frame` would have returned it.
+    pub frame: ExtFrame,
+    /// Bytes of the payload the frame occupies after its type.
+    pub consumed: u64,
+    /// The frame's description for the log, in place of `log-frame`.
+    pub description: Option<String>,
+}
+
 /// Log levels of the structured log.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
@@ -982,7 +1014,7 @@ impl LogValueKind {
 }
 
 /// The version of the WIT package this runtime implements.
-pub const ABI_VERSION: &str = "0.2.3";
+pub const ABI_VERSION: &str = "0.2.4";
 
 /// The earlier ABI versions whose plugins this runtime also runs, through
 /// its compatibility layer (specification §2.2): one release back.
@@ -1154,7 +1186,7 @@ impl FieldId {
 
 impl Routine {
     /// Every routine of the ABI that takes bindings, in identifier order.
-    pub const ALL: [Routine; 11] = [
+    pub const ALL: [Routine; 13] = [
         Routine::WriteTransportParameter,
         Routine::DecodeTransportParameter,
         Routine::ShouldSendFrame,
@@ -1166,6 +1198,8 @@ impl Routine {
         Routine::LogFrame,
         Routine::PluginControl,
         Routine::ObserveFrames,
+        Routine::SendFrame,
+        Routine::ReceiveFrame,
     ];
 
     /// The routines that only 0.1.0 plugins bind; a host runs them as part
@@ -1208,6 +1242,8 @@ impl Routine {
             Routine::LogFrame => "log-frame",
             Routine::PluginControl => "plugin-control",
             Routine::ObserveFrames => "observe-frames",
+            Routine::SendFrame => "send-frame",
+            Routine::ReceiveFrame => "receive-frame",
         }
     }
 
@@ -1215,7 +1251,10 @@ impl Routine {
     /// a release after 0.2.0 added, CQ-ROUTINE-22) rather than an export of
     /// its own.
     pub fn through_call_routine(self) -> bool {
-        self == Routine::ObserveFrames
+        matches!(
+            self,
+            Routine::ObserveFrames | Routine::SendFrame | Routine::ReceiveFrame
+        )
     }
 
     /// Parse a WIT routine name (the legacy names included).
@@ -1227,11 +1266,14 @@ impl Routine {
     }
 
     /// The one anchor the routine may be bound at, for a routine that
-    /// allows only one: `define` for `plugin-control` (CQ-LOAD-5), `after`
-    /// for `observe-frames` (CQ-ROUTINE-24).
+    /// allows only one: `define` for `plugin-control` (CQ-LOAD-5), `send-frame`
+    /// and `receive-frame` (CQ-ROUTINE-28), `after` for `observe-frames`
+    /// (CQ-ROUTINE-24).
     pub fn only_anchor(self) -> Option<Anchor> {
         match self {
-            Routine::PluginControl => Some(Anchor::Define),
+            Routine::PluginControl | Routine::SendFrame | Routine::ReceiveFrame => {
+                Some(Anchor::Define)
+            }
             Routine::ObserveFrames => Some(Anchor::After),
             _ => None,
         }

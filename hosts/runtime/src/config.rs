@@ -93,7 +93,7 @@ pub enum InjectedFault {
     /// its kind and value (CQ-API-19).
     UnknownErrorKindsAsFailed,
     /// Load only plugins of exactly the host's own version, refusing those
-    /// of an earlier release of its line (0.2.0 on a 0.2.3 host), as a host
+    /// of an earlier release of its line (0.2.0 on a 0.2.4 host), as a host
     /// that compares versions for equality would (CQ-VER-6).
     ExactAbiVersionOnly,
     /// Count no ECN marks and still answer the ECN counts with numbers (0),
@@ -114,11 +114,20 @@ pub enum InjectedFault {
     /// Accept a binding of `observe-frames` at any anchor, not only
     /// `after` (CQ-ROUTINE-24).
     ObserveFramesAtAnyAnchor,
+    /// Run `should-send-frame`, `write-frame` and `on-frame-reserved` for a
+    /// registration whose plugin defines `send-frame` (CQ-ROUTINE-29).
+    SeparateSendRoutines,
+    /// Run `parse-frame` and `process-frame` for a frame whose plugin
+    /// defines `receive-frame` (CQ-ROUTINE-30).
+    SeparateReceiveRoutines,
+    /// Accept a binding of `send-frame` or `receive-frame` at any anchor,
+    /// not only `define` (CQ-ROUTINE-28).
+    FusedFrameRoutinesAtAnyAnchor,
 }
 
 impl InjectedFault {
     /// Every switch, in declaration order.
-    pub const ALL: [InjectedFault; 20] = [
+    pub const ALL: [InjectedFault; 23] = [
         InjectedFault::AcceptForeignAbi,
         InjectedFault::UncountedDenials,
         InjectedFault::KeepHaltAfterRemoval,
@@ -139,6 +148,9 @@ impl InjectedFault {
         InjectedFault::ShapedLogKindsIgnored,
         InjectedFault::ObservedFramesOutOfOrder,
         InjectedFault::ObserveFramesAtAnyAnchor,
+        InjectedFault::SeparateSendRoutines,
+        InjectedFault::SeparateReceiveRoutines,
+        InjectedFault::FusedFrameRoutinesAtAnyAnchor,
     ];
 
     /// Its command-line name.
@@ -164,6 +176,9 @@ impl InjectedFault {
             InjectedFault::ShapedLogKindsIgnored => "shaped-log-kinds-ignored",
             InjectedFault::ObservedFramesOutOfOrder => "observed-frames-out-of-order",
             InjectedFault::ObserveFramesAtAnyAnchor => "observe-frames-at-any-anchor",
+            InjectedFault::SeparateSendRoutines => "separate-send-routines",
+            InjectedFault::SeparateReceiveRoutines => "separate-receive-routines",
+            InjectedFault::FusedFrameRoutinesAtAnyAnchor => "fused-frame-routines-at-any-anchor",
         }
     }
 

@@ -205,3 +205,25 @@ pub struct CloseRequest {
     /// A reason phrase naming the plugin, routine and cause.
     pub reason: String,
 }
+
+/// Why a plugin frame the peer sent closes the connection (CQ-RECV-2), by
+/// the QUIC error it closes with.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FrameRejected {
+    /// FRAME_ENCODING_ERROR (0x07): the frame could not be parsed
+    /// (CQ-ROUTINE-16, CQ-ROUTINE-30).
+    Encoding(RoutineError),
+    /// PROTOCOL_VIOLATION (0x0a): processing it failed (CQ-ROUTINE-17,
+    /// CQ-ROUTINE-30).
+    Violation(RoutineError),
+}
+
+impl fmt::Display for FrameRejected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FrameRejected::Encoding(e) | FrameRejected::Violation(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for FrameRejected {}

@@ -38,7 +38,7 @@ mod set;
 mod state;
 
 pub use config::{Compiler, InjectedFault, InjectedFaults, RuntimeConfig};
-pub use error::{CloseRequest, Fault, FaultKind, LoadError, RoutineError};
+pub use error::{CloseRequest, Fault, FaultKind, FrameRejected, LoadError, RoutineError};
 pub use host::{HostConnection, LogRecord};
 pub use runtime::{FieldSet, Grants, HostCapabilities, Plugin, Runtime};
 pub use set::{PluginSet, PluginStats, SummaryReader, WrittenFrame};

@@ -529,15 +529,19 @@ impl Runtime {
                 host_abi: abi::ABI_VERSION.into(),
             });
         }
-        let any_batch_anchor = self
-            .config
-            .injected_faults
-            .has(InjectedFault::ObserveFramesAtAnyAnchor);
+        let injected = self.config.injected_faults;
+        let any_anchor = |routine| match routine {
+            Routine::ObserveFrames => injected.has(InjectedFault::ObserveFramesAtAnyAnchor),
+            Routine::SendFrame | Routine::ReceiveFrame => {
+                injected.has(InjectedFault::FusedFrameRoutinesAtAnyAnchor)
+            }
+            _ => false,
+        };
         for b in &manifest.bindings {
             let Some(only) = b.routine.only_anchor() else {
                 continue;
             };
-            if b.anchor != only && !(any_batch_anchor && b.routine == Routine::ObserveFrames) {
+            if b.anchor != only && !any_anchor(b.routine) {
                 return Err(LoadError::InvalidManifest {
                     plugin: name,
                     reason: format!(

@@ -13,7 +13,7 @@ use crate::config::{
     InjectedFault, InjectedFaults, MAX_OBSERVATION_BATCH, MAX_OBSERVATION_DELAY_NS,
     MAX_PLUGIN_TRANSPORT_PARAMETERS, MAX_TRANSPORT_PARAMETER_LEN, is_standard_transport_parameter,
 };
-use crate::error::{CloseRequest, Fault, FaultKind, LoadError, RoutineError};
+use crate::error::{CloseRequest, Fault, FaultKind, FrameRejected, LoadError, RoutineError};
 use crate::guest::Guest;
 use crate::host::{HostConnection, LogRecord, truncate_log_text};
 use crate::limits::GrowthRefused;
@@ -296,6 +296,10 @@ pub struct PluginSet {
     /// Frame types whose registration last said it had a frame to send and
     /// then produced none (CQ-SEND-6).
     unproductive: std::collections::HashSet<u64>,
+    /// The frame type for which the would-build question last answered yes
+    /// and no frame was committed since: a `send-frame` that then returns
+    /// nothing makes its registration unproductive.
+    wanted: Option<u64>,
     /// The thread CPU time at which the outermost call into a plugin of this
     /// connection started, while it runs.
     outer_call_started: Option<std::time::Duration>,
@@ -396,6 +400,7 @@ impl PluginSet {
             faults: Vec::new(),
             stack_transport_parameters: runtime.capabilities().stack_transport_parameters.clone(),
             unproductive: Default::default(),
+            wanted: None,
             outer_call_started: None,
             injected: runtime.config.injected_faults,
         })
@@ -959,15 +964,19 @@ impl PluginSet {
                 .filter(|r| r.ack_eliciting && !self.unproductive.contains(&r.frame_type)),
         );
         regs.sort_by_key(|r| r.position as u8);
-        let wants = regs.iter().any(|r| {
+        let wanted = regs.iter().find(|r| {
             let ctx = SendContext {
                 position: r.position,
                 ..ctx
             };
             matches!(self.should_send_frame(conn, r.frame_type, ctx), Ok(true))
         });
+        let wanted = wanted.map(|r| r.frame_type);
+        if wanted.is_some() {
+            self.wanted = wanted;
+        }
         self.regs_scratch = regs;
-        wants
+        wanted.is_some()
     }
 
     /// Routine `should-send-frame`.
@@ -1097,31 +1106,53 @@ impl PluginSet {
         for &reg in &regs {
             ctx.room = ctx.room.saturating_sub((out.len() - start) as u64);
             let ty = reg.frame_type;
-            if !matches!(self.should_send_frame(conn, ty, ctx), Ok(true)) {
+            let fused = self.fused_define(Routine::SendFrame, ty);
+            if fused.is_none() && !matches!(self.should_send_frame(conn, ty, ctx), Ok(true)) {
                 continue;
             }
             // Until it commits a frame, a registration that said it had one
             // and then produced none no longer makes the host build packets
             // for it (`wants_to_send`): it would otherwise spin the send loop.
-            self.unproductive.insert(ty);
-            let (frame, len) = match self.write_frame(conn, ty, ctx, out) {
-                Ok(Some(written)) => written,
+            // `send-frame` says both at once, so it counts as having said so
+            // when the would-build question last answered yes for it.
+            if fused.is_none() || self.wanted == Some(ty) {
+                self.unproductive.insert(ty);
+            }
+            let sent = match fused {
+                Some(_) => self.send_frame(conn, ty, ctx, out),
+                None => self
+                    .write_frame(conn, ty, ctx, out)
+                    .map(|w| w.map(|(frame, len)| (frame, len, None))),
+            };
+            let (frame, len, description) = match sent {
+                Ok(Some(sent)) => sent,
                 Ok(None) => continue,
                 Err(e) => {
                     if let RoutineError::InvalidResult(why) = e {
-                        self.count_invalid_result(conn, Routine::WriteFrame, ty, &why);
+                        let routine = match fused {
+                            Some(_) => Routine::SendFrame,
+                            None => Routine::WriteFrame,
+                        };
+                        self.count_invalid_result(conn, routine, ty, &why);
                     }
                     continue;
                 }
             };
             self.unproductive.remove(&ty);
+            if self.wanted == Some(ty) {
+                self.wanted = None;
+            }
             written.push(WrittenFrame {
                 frame,
                 ack_eliciting: reg.ack_eliciting,
                 in_flight: reg.in_flight,
                 len,
             });
-            self.log_plugin_frame(conn, frame, "frame sent");
+            self.log_plugin_frame(conn, frame, "frame sent", fused.zip(description));
+            // `send-frame` took the frame as reserved when it returned it.
+            if fused.is_some() {
+                continue;
+            }
             // Errors of on-frame-reserved cannot take the frame back; they
             // are logged (CQ-ROUTINE-14).
             if let Err(e @ RoutineError::Plugin { .. }) = self.on_frame_reserved(conn, frame, ctx) {
@@ -1130,6 +1161,103 @@ impl PluginSet {
         }
         self.regs_scratch = regs;
         out.len() - start
+    }
+
+    /// The plugin whose fused routine (`send-frame` or `receive-frame`, ABI
+    /// 0.2.4) takes the place of the separate ones for frame type `t`: the
+    /// usable plugin with its DEFINE binding, when no plugin observes one of
+    /// the routines it replaces (a usable plugin with a BEFORE or AFTER
+    /// binding), whose calls would otherwise be missed (CQ-ROUTINE-29,
+    /// CQ-ROUTINE-30). A received frame
+    /// takes the fused path only from the plugin that parses it.
+    fn fused_define(&self, fused: Routine, t: u64) -> Option<usize> {
+        let (replaced, switch): (&[Routine], _) = match fused {
+            Routine::SendFrame => (
+                &[
+                    Routine::ShouldSendFrame,
+                    Routine::WriteFrame,
+                    Routine::OnFrameReserved,
+                ],
+                InjectedFault::SeparateSendRoutines,
+            ),
+            _ => (
+                &[Routine::ParseFrame, Routine::ProcessFrame],
+                InjectedFault::SeparateReceiveRoutines,
+            ),
+        };
+        if self.injected.has(switch) {
+            return None;
+        }
+        let define = |routine: Routine| {
+            self.route_index
+                .get(&(routine as u8, t))
+                .and_then(|&rid| self.routes[rid].define)
+        };
+        let idx = define(fused).filter(|&idx| self.usable(idx, fused))?;
+        if fused == Routine::ReceiveFrame && define(Routine::ParseFrame) != Some(idx) {
+            return None;
+        }
+        let observed = replaced.iter().any(|&routine| {
+            self.route_index
+                .get(&(routine as u8, t))
+                .is_some_and(|&rid| self.route_observed(rid, routine))
+        });
+        (!observed).then_some(idx)
+    }
+
+    /// Routine `send-frame` (ABI 0.2.4): the DEFINE returns a frame of
+    /// `frame_type` of at most `ctx.room` bytes, appended to `out` only when
+    /// it is one frame of that type (CQ-ROUTINE-29, CQ-SEND-11), with its
+    /// tag and length and the description it gave, if any.
+    fn send_frame(
+        &mut self,
+        conn: &mut dyn HostConnection,
+        frame_type: u64,
+        ctx: SendContext,
+        out: &mut Vec<u8>,
+    ) -> Result<Option<(ExtFrame, usize, Option<String>)>, RoutineError> {
+        let start = out.len();
+        let sent = self.run(conn, Routine::SendFrame, frame_type, |g, s, anchor| {
+            // Only the DEFINE's frame may reach the packet.
+            let mut discarded = Vec::new();
+            let buf = match anchor {
+                Anchor::Define => &mut *out,
+                _ => &mut discarded,
+            };
+            g.send_frame(s, anchor, frame_type, ctx, buf)
+        });
+        let refuse = |out: &mut Vec<u8>, why: String| {
+            out.truncate(start);
+            Err(RoutineError::InvalidResult(format!("send-frame: {why}")))
+        };
+        match sent {
+            Ok(Ok(None)) => Ok(None),
+            Ok(Ok(Some(sent))) => {
+                let bytes = &out[start..];
+                if sent.len as u64 > ctx.room {
+                    return refuse(
+                        out,
+                        format!("returned {} bytes for a room of {}", sent.len, ctx.room),
+                    );
+                }
+                match crate::frames::check_written(frame_type, bytes) {
+                    Ok(()) => Ok(Some((
+                        ExtFrame {
+                            frame_type,
+                            tag: sent.tag,
+                        },
+                        sent.len,
+                        sent.description,
+                    ))),
+                    Err(why) => refuse(out, why),
+                }
+            }
+            Ok(Err(why)) => refuse(out, why),
+            Err(e) => {
+                out.truncate(start);
+                Err(e)
+            }
+        }
     }
 
     /// Routine `notify-frame`: the packet carrying `frame` was acked or
@@ -1248,7 +1376,7 @@ impl PluginSet {
             |g, s, anchor| g.process_frame(s, anchor, frame, ctx),
         );
         if let Frame::Extension(ext) = frame {
-            self.log_plugin_frame(conn, *ext, "frame received");
+            self.log_plugin_frame(conn, *ext, "frame received", None);
         }
         self.queue_observation(conn, frame, ctx);
         // A frame parsed for a type no enabled plugin processes has no
@@ -1257,6 +1385,62 @@ impl PluginSet {
             Err(RoutineError::NotBound) => Ok(()),
             r => r,
         }
+    }
+
+    /// A plugin frame the peer sent, on the plugin path (CQ-RECV-2): its
+    /// plugin's `receive-frame` when it defines one and nothing observes the
+    /// routines it replaces (CQ-ROUTINE-30), `parse-frame` and
+    /// `process-frame` otherwise. `payload` starts right after the frame
+    /// type. Returns the bytes of `payload` the frame occupies, or why the
+    /// connection closes, with which error.
+    pub fn receive_frame(
+        &mut self,
+        conn: &mut dyn HostConnection,
+        frame_type: u64,
+        payload: &[u8],
+        ctx: RxContext,
+    ) -> Result<u64, FrameRejected> {
+        let Some(idx) = self.fused_define(Routine::ReceiveFrame, frame_type) else {
+            let parsed = self
+                .parse_frame(conn, frame_type, payload)
+                .map_err(FrameRejected::Encoding)?;
+            self.process_frame(conn, &Frame::Extension(parsed.frame), ctx)
+                .map_err(FrameRejected::Violation)?;
+            return Ok(parsed.consumed);
+        };
+        let received = self.run(conn, Routine::ReceiveFrame, frame_type, |g, s, anchor| {
+            g.receive_frame(s, anchor, frame_type, payload, ctx)
+        });
+        let received = match received {
+            Ok(Ok(received)) if received.consumed <= payload.len() as u64 => received,
+            Ok(Ok(received)) => {
+                return Err(FrameRejected::Encoding(RoutineError::InvalidResult(
+                    format!(
+                        "receive-frame consumed {} bytes of {}",
+                        received.consumed,
+                        payload.len()
+                    ),
+                )));
+            }
+            Ok(Err(why)) => {
+                return Err(FrameRejected::Encoding(RoutineError::InvalidResult(why)));
+            }
+            // A malformed frame, as parse-frame would have found it; any
+            // other error is process-frame's (CQ-ROUTINE-30).
+            Err(
+                e @ RoutineError::Plugin {
+                    error: abi::Error::InvalidArgument(_) | abi::Error::BufferTooShort(_),
+                    ..
+                },
+            ) => return Err(FrameRejected::Encoding(e)),
+            Err(e @ RoutineError::Plugin { .. }) => return Err(FrameRejected::Violation(e)),
+            Err(e) => return Err(FrameRejected::Encoding(e)),
+        };
+        let frame = received.frame;
+        let described = received.description.map(|d| (idx, d));
+        self.log_plugin_frame(conn, frame, "frame received", described);
+        self.queue_observation(conn, &Frame::Extension(frame), ctx);
+        Ok(received.consumed)
     }
 
     /// Run the BEFORE or AFTER observers of `process-frame` for a standard
@@ -1381,18 +1565,38 @@ impl PluginSet {
     /// the connection's log, when a plugin binds `log-frame` for its type
     /// (CQ-ROUTINE-18): a `debug` record of the defining plugin with the
     /// frame type and the description. Costs nothing for unbound types.
-    fn log_plugin_frame(&mut self, conn: &mut dyn HostConnection, frame: ExtFrame, message: &str) {
-        let Some(&rid) = self
-            .route_index
-            .get(&(Routine::LogFrame as u8, frame.frame_type))
-        else {
-            return;
+    fn log_plugin_frame(
+        &mut self,
+        conn: &mut dyn HostConnection,
+        frame: ExtFrame,
+        message: &str,
+        described: Option<(usize, String)>,
+    ) {
+        // A fused routine's description stands in for `log-frame`
+        // (CQ-ROUTINE-29, CQ-ROUTINE-30), unless a plugin observes
+        // `log-frame` for the type and would miss the call.
+        let log_frame_observed = || {
+            self.route_index
+                .get(&(Routine::LogFrame as u8, frame.frame_type))
+                .is_some_and(|&rid| self.route_observed(rid, Routine::LogFrame))
         };
-        let Some(idx) = self.routes[rid].define else {
-            return;
+        let (idx, description) = match described {
+            Some((idx, description)) if !log_frame_observed() => (idx, Some(description)),
+            _ => {
+                let Some(&rid) = self
+                    .route_index
+                    .get(&(Routine::LogFrame as u8, frame.frame_type))
+                else {
+                    return;
+                };
+                let Some(idx) = self.routes[rid].define else {
+                    return;
+                };
+                (idx, self.log_frame(conn, &Frame::Extension(frame)))
+            }
         };
         let plugin = self.slots[idx].info.name.clone();
-        if let Some(mut description) = self.log_frame(conn, &Frame::Extension(frame)) {
+        if let Some(mut description) = description {
             truncate_log_text(&mut description);
             self.log_for(
                 conn,

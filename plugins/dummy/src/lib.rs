@@ -5,6 +5,13 @@
 //! RTT. Every 4 DUMMY frames received it toggles the padding plugin through
 //! its plugin-control `0x80001(bool)` — the first toggle disables padding.
 //! Without a padding plugin the call fails cleanly and is logged.
+//!
+//! A frame per round trip is the plugin's whole traffic, so it also binds
+//! the fused frame routines of ABI 0.2.4: `send-frame` and `receive-frame`
+//! do in one call each what the separate routines do in five (should-send,
+//! write, reserved, log) and three (parse, process, log). The separate
+//! routines stay: the host still asks `should-send-frame` whether to build
+//! a packet at all, and uses them when another plugin observes them.
 
 #![cfg_attr(target_arch = "wasm32", no_std)]
 
@@ -46,73 +53,30 @@ impl Default for Dummy {
     }
 }
 
-impl Plugin for Dummy {
-    fn manifest() -> Manifest {
-        Manifest::new("dummy", "0.2.0")
-            .define_transport_parameter(TP_DUMMY)
-            .define_frame(FRAME_DUMMY)
-            .permission(permission::REGISTRATION)
-            .permission(permission::PLUGIN_CONTROL)
-            .permission(permission::LOGGING)
+impl Dummy {
+    /// Whether a DUMMY frame goes into this packet: none is in flight.
+    fn wants_to_send(&self, ctx: &SendContext) -> bool {
+        !self.in_flight && ctx.packet_type == PacketType::OneRtt
     }
 
-    fn init(&mut self) -> Result<()> {
-        host::register_transport_parameter(TP_DUMMY)?;
-        register_frame()
-    }
-
-    fn write_transport_parameter(&mut self, _: Anchor, _: u64, _: &OutBuf) -> Result<()> {
-        Ok(())
-    }
-
-    fn decode_transport_parameter(&mut self, _: Anchor, _: u64, _: &InBuf) -> Result<()> {
-        host::enable();
-        Ok(())
-    }
-
-    fn should_send_frame(&mut self, _: Anchor, _: u64, ctx: SendContext) -> Result<bool> {
-        Ok(!self.in_flight && ctx.packet_type == PacketType::OneRtt)
-    }
-
-    fn write_frame(
-        &mut self,
-        _: Anchor,
-        _: u64,
-        _: SendContext,
-        out: &OutBuf,
-    ) -> Result<Option<u64>> {
+    /// The frame: its type, then the counter.
+    fn frame_bytes(&self) -> Vec<u8> {
         let mut bytes = Vec::with_capacity(FRAME_LEN);
         varint::encode(FRAME_DUMMY, &mut bytes);
         bytes.push(self.counter);
-        out.put(&bytes)?;
-        Ok(Some(u64::from(self.counter)))
+        bytes
     }
 
-    fn on_frame_reserved(&mut self, _: Anchor, _: ExtFrame, _: SendContext) -> Result<()> {
+    /// The frame is in a packet being sent: nothing more to offer until it
+    /// is acknowledged or lost.
+    fn reserved(&mut self) -> Result<()> {
         self.in_flight = true;
         self.counter = self.counter.wrapping_add(1);
-        // Nothing to offer while the frame is in flight.
         host::unregister_frame(FRAME_DUMMY)
     }
 
-    fn notify_frame(&mut self, _: Anchor, _: ExtFrame, _: FrameOutcome) -> Result<()> {
-        // Acked or lost, the slot is free again; a lost DUMMY is not resent.
-        self.in_flight = false;
-        register_frame()
-    }
-
-    fn parse_frame(&mut self, _: Anchor, _: u64, payload: &InBuf) -> Result<ParsedFrame> {
-        let counter = payload.read(0, 1)?[0];
-        Ok(ParsedFrame {
-            frame: ExtFrame {
-                frame_type: FRAME_DUMMY,
-                tag: u64::from(counter),
-            },
-            consumed: 1,
-        })
-    }
-
-    fn process_frame(&mut self, _: Anchor, _: Frame, _: RxContext) -> Result<()> {
+    /// A DUMMY frame arrived: every fourth toggles the padding plugin.
+    fn received(&mut self) -> Result<()> {
         self.received += 1;
         if !self.received.is_multiple_of(4) {
             return Ok(());
@@ -135,9 +99,109 @@ impl Plugin for Dummy {
         }
     }
 
+    fn describe(counter: u64) -> String {
+        String::from("DUMMY counter=") + &text::decimal(counter)
+    }
+}
+
+impl Plugin for Dummy {
+    fn manifest() -> Manifest {
+        Manifest::new("dummy", "0.2.0")
+            .define_transport_parameter(TP_DUMMY)
+            .define_frame(FRAME_DUMMY)
+            .fuse_frame_routines(FRAME_DUMMY)
+            .permission(permission::REGISTRATION)
+            .permission(permission::PLUGIN_CONTROL)
+            .permission(permission::LOGGING)
+    }
+
+    fn init(&mut self) -> Result<()> {
+        host::register_transport_parameter(TP_DUMMY)?;
+        register_frame()
+    }
+
+    fn write_transport_parameter(&mut self, _: Anchor, _: u64, _: &OutBuf) -> Result<()> {
+        Ok(())
+    }
+
+    fn decode_transport_parameter(&mut self, _: Anchor, _: u64, _: &InBuf) -> Result<()> {
+        host::enable();
+        Ok(())
+    }
+
+    fn should_send_frame(&mut self, _: Anchor, _: u64, ctx: SendContext) -> Result<bool> {
+        Ok(self.wants_to_send(&ctx))
+    }
+
+    fn write_frame(
+        &mut self,
+        _: Anchor,
+        _: u64,
+        _: SendContext,
+        out: &OutBuf,
+    ) -> Result<Option<u64>> {
+        out.put(&self.frame_bytes())?;
+        Ok(Some(u64::from(self.counter)))
+    }
+
+    fn on_frame_reserved(&mut self, _: Anchor, _: ExtFrame, _: SendContext) -> Result<()> {
+        self.reserved()
+    }
+
+    fn send_frame(&mut self, _: u64, ctx: SendContext) -> Result<Option<SentFrame>> {
+        if !self.wants_to_send(&ctx) {
+            return Ok(None);
+        }
+        let tag = u64::from(self.counter);
+        let frame = SentFrame {
+            bytes: self.frame_bytes(),
+            tag,
+            description: Some(Self::describe(tag)),
+        };
+        // Returned, the frame is committed: it is reserved now. Should the
+        // registration stay, the host only asks again, and the answer is
+        // no frame while this one is in flight.
+        let _ = self.reserved();
+        Ok(Some(frame))
+    }
+
+    fn notify_frame(&mut self, _: Anchor, _: ExtFrame, _: FrameOutcome) -> Result<()> {
+        // Acked or lost, the slot is free again; a lost DUMMY is not resent.
+        self.in_flight = false;
+        register_frame()
+    }
+
+    fn parse_frame(&mut self, _: Anchor, _: u64, payload: &InBuf) -> Result<ParsedFrame> {
+        let counter = payload.read(0, 1)?[0];
+        Ok(ParsedFrame {
+            frame: ExtFrame {
+                frame_type: FRAME_DUMMY,
+                tag: u64::from(counter),
+            },
+            consumed: 1,
+        })
+    }
+
+    fn process_frame(&mut self, _: Anchor, _: Frame, _: RxContext) -> Result<()> {
+        self.received()
+    }
+
+    fn receive_frame(&mut self, _: u64, payload: &[u8], _: RxContext) -> Result<ReceivedFrame> {
+        let Some(&counter) = payload.first() else {
+            return Err(Error::buffer_too_short(1));
+        };
+        self.received()?;
+        let tag = u64::from(counter);
+        Ok(ReceivedFrame {
+            consumed: 1,
+            tag,
+            description: Some(Self::describe(tag)),
+        })
+    }
+
     fn log_frame(&mut self, _: Anchor, frame: Frame) -> Result<String> {
         match frame.ext() {
-            Some(f) => Ok(String::from("DUMMY counter=") + &text::decimal(f.tag)),
+            Some(f) => Ok(Self::describe(f.tag)),
             None => Err(Error::invalid_argument("not a DUMMY frame")),
         }
     }
@@ -145,5 +209,5 @@ impl Plugin for Dummy {
 
 export_plugin!(
     Dummy,
-    routines: [define_transport_parameter, define_frame]
+    routines: [define_transport_parameter, define_frame, call_routine]
 );

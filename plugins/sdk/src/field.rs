@@ -112,7 +112,7 @@ pub const PEER_ACTIVE_CONNECTION_ID_LIMIT: FieldId = 35;
 /// `local-max-ack-delay`: duration, read-only: this endpoint's own max_ack_delay. Since 0.2.1.
 pub const LOCAL_MAX_ACK_DELAY: FieldId = 36;
 
-/// Every field of ABI 0.2.3 (the last fields came with 0.2.1), in identifier
+/// Every field of ABI 0.2.4 (the last fields came with 0.2.1), in identifier
 /// order.
 pub const ALL: [FieldId; 36] = [
     IS_SERVER,

@@ -63,7 +63,7 @@ pub use bindings::core_quic::plugin::types::{
 pub type Result<T> = core::result::Result<T, Error>;
 
 /// The ABI version this SDK targets (the WIT package version).
-pub const ABI_VERSION: &str = "0.2.3";
+pub const ABI_VERSION: &str = "0.2.4";
 
 #[doc(hidden)]
 pub mod abi;
@@ -71,6 +71,7 @@ pub mod error_kind;
 pub mod export;
 pub mod field;
 pub mod frame;
+mod fused;
 pub mod host;
 mod manifest;
 pub mod observe;
@@ -79,6 +80,7 @@ pub mod routine;
 pub mod text;
 pub mod varint;
 
+pub use fused::{ReceivedFrame, SentFrame};
 pub use manifest::Manifest;
 pub use observe::ObservedFrames;
 
@@ -253,10 +255,43 @@ pub trait Plugin: Default + 'static {
         not_implemented("observe-frames")
     }
 
+    /// Offer a frame of `frame_type` for the packet `ctx` describes, in one
+    /// call: the work of [`Plugin::should_send_frame`],
+    /// [`Plugin::write_frame`] and [`Plugin::on_frame_reserved`]
+    /// (`send-frame`, ABI 0.2.4, DEFINE only). Return the frame's bytes,
+    /// type included and at most `ctx.room` long, or `None` to send
+    /// nothing. A frame returned is committed to the packet when it is one
+    /// whole frame of `frame_type`, so it counts as reserved. Bind it with
+    /// [`Manifest::fuse_frame_routines`] and list `call_routine` in
+    /// [`export_plugin!`]; keep the separate routines too, which the host
+    /// still asks whether to build a packet at all, and uses when another
+    /// plugin observes them.
+    fn send_frame(&mut self, frame_type: u64, ctx: SendContext) -> Result<Option<SentFrame>> {
+        not_implemented("send-frame")
+    }
+
+    /// Take a received frame of `frame_type` in one call: the work of
+    /// [`Plugin::parse_frame`] and [`Plugin::process_frame`] (`receive-frame`,
+    /// ABI 0.2.4, DEFINE only). `payload` starts after the type and runs to
+    /// the end of the packet payload. An error of kind `invalid-argument`
+    /// or `buffer-too-short` says the frame is malformed (the host closes
+    /// with FRAME_ENCODING_ERROR); any other kind that processing it failed
+    /// (PROTOCOL_VIOLATION).
+    fn receive_frame(
+        &mut self,
+        frame_type: u64,
+        payload: &[u8],
+        ctx: RxContext,
+    ) -> Result<ReceivedFrame> {
+        not_implemented("receive-frame")
+    }
+
     /// A routine added to the ABI after 0.2.0, by its identifier; see the
     /// specification for its arguments and results. The default passes
-    /// `observe-frames` to [`Plugin::observe_frames`] and answers
-    /// `unsupported` for any other routine.
+    /// `observe-frames` to [`Plugin::observe_frames`], `send-frame` to
+    /// [`Plugin::send_frame`] and `receive-frame` to
+    /// [`Plugin::receive_frame`], and answers `unsupported` for any other
+    /// routine.
     fn call_routine(
         &mut self,
         routine: RoutineId,
@@ -270,6 +305,21 @@ pub trait Plugin: Default + 'static {
                 .map(|()| Vec::new()),
             (routine::OBSERVE_FRAMES, _) => Err(Error::invalid_argument(
                 "observe-frames takes one bytes value",
+            )),
+            (routine::SEND_FRAME, args) => {
+                let ctx = fused::send_context(args)?;
+                Ok(match self.send_frame(param, ctx)? {
+                    Some(frame) => frame.into_vals(),
+                    None => Vec::new(),
+                })
+            }
+            (routine::RECEIVE_FRAME, [PluginVal::Bytes(payload), rest @ ..]) => {
+                let ctx = fused::rx_context(rest)?;
+                self.receive_frame(param, payload, ctx)
+                    .map(ReceivedFrame::into_vals)
+            }
+            (routine::RECEIVE_FRAME, _) => Err(Error::invalid_argument(
+                "receive-frame takes a bytes value and an rx-context",
             )),
             _ => not_implemented("call-routine"),
         }

@@ -55,6 +55,16 @@ impl Manifest {
         .fold(self, |m, r| m.bind(r, Anchor::Define, frame_type))
     }
 
+    /// DEFINE the fused frame routines `send-frame` and `receive-frame` for
+    /// `frame_type` (ABI 0.2.4), which the host then calls in place of the
+    /// separate ones that [`Manifest::define_frame`] binds; implement
+    /// [`crate::Plugin::send_frame`] and [`crate::Plugin::receive_frame`]
+    /// and list `call_routine` in [`crate::export_plugin!`].
+    pub fn fuse_frame_routines(self, frame_type: u64) -> Manifest {
+        self.bind(routine::SEND_FRAME, Anchor::Define, frame_type)
+            .bind(routine::RECEIVE_FRAME, Anchor::Define, frame_type)
+    }
+
     /// DEFINE both transport-parameter routines for `id`.
     pub fn define_transport_parameter(self, id: u64) -> Manifest {
         self.bind(routine::WRITE_TRANSPORT_PARAMETER, Anchor::Define, id)

@@ -38,3 +38,13 @@ pub const PLUGIN_CONTROL: RoutineId = 10;
 /// observation records, up to 64 in one call (AFTER only; reached through
 /// `call-routine`, see [`crate::observe`]). Since 0.2.3.
 pub const OBSERVE_FRAMES: RoutineId = 11;
+
+/// `send-frame`: `should-send-frame`, `write-frame` and `on-frame-reserved`
+/// in one call, the frame's bytes returned (DEFINE only; reached through
+/// `call-routine`, see [`crate::Plugin::send_frame`]). Since 0.2.4.
+pub const SEND_FRAME: RoutineId = 12;
+
+/// `receive-frame`: `parse-frame` and `process-frame` in one call (DEFINE
+/// only; reached through `call-routine`, see
+/// [`crate::Plugin::receive_frame`]). Since 0.2.4.
+pub const RECEIVE_FRAME: RoutineId = 13;

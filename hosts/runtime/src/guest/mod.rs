@@ -9,7 +9,7 @@
 
 use crate::abi::{
     Anchor, Error, ExtFrame, Frame, FrameOutcome, ParsedFrame, PluginManifest, PluginVal,
-    RxContext, SendContext,
+    ReceivedFrame, RxContext, SendContext, SentFrame,
 };
 use crate::state::PluginState;
 use wasmtime::Store;
@@ -519,6 +519,44 @@ impl Guest {
                 "a 0.1.0 plugin has no observe-frames".into(),
             ))),
             Guest::V0_2(g) => g.observe_frames(store, frame_type, records),
+        }
+    }
+
+    /// Routine `send-frame` through `call-routine` (0.2.4): a 0.1.0 plugin
+    /// cannot bind it, and is never asked.
+    #[inline]
+    pub(crate) fn send_frame(
+        &mut self,
+        store: &mut Store<PluginState>,
+        anchor: Anchor,
+        frame_type: u64,
+        ctx: SendContext,
+        out: &mut Vec<u8>,
+    ) -> Call<Result<Option<SentFrame>, String>> {
+        match self {
+            Guest::V0_1(_) => Ok(Err(crate::abi::Error::Unsupported(
+                "a 0.1.0 plugin has no send-frame".into(),
+            ))),
+            Guest::V0_2(g) => g.send_frame(store, anchor, frame_type, ctx, out),
+        }
+    }
+
+    /// Routine `receive-frame` through `call-routine` (0.2.4): a 0.1.0
+    /// plugin cannot bind it, and is never asked.
+    #[inline]
+    pub(crate) fn receive_frame(
+        &mut self,
+        store: &mut Store<PluginState>,
+        anchor: Anchor,
+        frame_type: u64,
+        payload: &[u8],
+        ctx: RxContext,
+    ) -> Call<Result<ReceivedFrame, String>> {
+        match self {
+            Guest::V0_1(_) => Ok(Err(crate::abi::Error::Unsupported(
+                "a 0.1.0 plugin has no receive-frame".into(),
+            ))),
+            Guest::V0_2(g) => g.receive_frame(store, anchor, frame_type, payload, ctx),
         }
     }
 

@@ -271,7 +271,7 @@ macro_rules! routines {
 
 /// The routines' interface, as a 0.2 plugin exports it (an earlier 0.2
 /// plugin's is found under this name too, semver-compatible).
-const ROUTINES: &str = "core-quic:plugin/routines@0.2.3";
+const ROUTINES: &str = "core-quic:plugin/routines@0.2.4";
 
 routines! {
     fn call_manifest() -> t::PluginManifest = "manifest" as manifest;
@@ -357,6 +357,8 @@ pub(crate) struct Guest {
     /// Reused for the frames lent to `process-frame` and `log-frame`
     /// (observers of ACK see one per packet received).
     lent: Option<t::Frame>,
+    /// Reused for the payload lent to `receive-frame`.
+    payload: Vec<u8>,
 }
 
 /// A routine's outcome with the generated error type.
@@ -383,6 +385,7 @@ impl Guest {
             routines,
             args: Vec::new(),
             lent: None,
+            payload: Vec::new(),
         }
     }
 
@@ -468,6 +471,131 @@ impl Guest {
         })
     }
 
+    /// Routine `send-frame` (0.2.4, CQ-ROUTINE-29) through `call-routine`:
+    /// the send context as six values. The frame's bytes, if the plugin
+    /// returned one, are appended to `out`; a result of another shape is
+    /// `Ok(Err(why))`.
+    pub(crate) fn send_frame(
+        &mut self,
+        store: &mut Store<PluginState>,
+        anchor: m::Anchor,
+        frame_type: u64,
+        ctx: m::SendContext,
+        out: &mut Vec<u8>,
+    ) -> super::Call<Result<Option<m::SentFrame>, String>> {
+        self.args.extend([
+            t::PluginVal::PacketType(ctx.packet_type.into()),
+            t::PluginVal::PnSpace(ctx.space.into()),
+            t::PluginVal::U64(ctx.packet_number),
+            t::PluginVal::U64(ctx.position as u64),
+            t::PluginVal::U64(ctx.room),
+            t::PluginVal::Instant(ctx.now),
+        ]);
+        let r = self.routines.call_call_routine(
+            store,
+            m::Routine::SendFrame as u32,
+            anchor.into(),
+            frame_type,
+            &self.args,
+        );
+        self.args.clear();
+        Ok(match r? {
+            Err(e) => Err(e.into()),
+            Ok(mut results) => Ok(match results.as_mut_slice() {
+                [] => Ok(None),
+                [t::PluginVal::Bytes(bytes), t::PluginVal::U64(tag)] => {
+                    out.extend_from_slice(bytes);
+                    Ok(Some(m::SentFrame {
+                        tag: *tag,
+                        len: bytes.len(),
+                        description: None,
+                    }))
+                }
+                [
+                    t::PluginVal::Bytes(bytes),
+                    t::PluginVal::U64(tag),
+                    t::PluginVal::String(description),
+                ] => {
+                    out.extend_from_slice(bytes);
+                    Ok(Some(m::SentFrame {
+                        tag: *tag,
+                        len: bytes.len(),
+                        description: Some(std::mem::take(description)),
+                    }))
+                }
+                other => Err(format!(
+                    "send-frame returned {}; it returns nothing, or bytes, a u64 tag and \
+                     optionally a string",
+                    shape(other)
+                )),
+            }),
+        })
+    }
+
+    /// Routine `receive-frame` (0.2.4, CQ-ROUTINE-30) through
+    /// `call-routine`: the payload and the rx-context as five values. A
+    /// result of another shape is `Ok(Err(why))`.
+    pub(crate) fn receive_frame(
+        &mut self,
+        store: &mut Store<PluginState>,
+        anchor: m::Anchor,
+        frame_type: u64,
+        payload: &[u8],
+        ctx: m::RxContext,
+    ) -> super::Call<Result<m::ReceivedFrame, String>> {
+        let mut lent = std::mem::take(&mut self.payload);
+        lent.clear();
+        lent.extend_from_slice(payload);
+        self.args.extend([
+            t::PluginVal::Bytes(lent),
+            t::PluginVal::PacketType(ctx.packet_type.into()),
+            t::PluginVal::PnSpace(ctx.space.into()),
+            t::PluginVal::U64(ctx.packet_number),
+            t::PluginVal::Instant(ctx.now),
+        ]);
+        let r = self.routines.call_call_routine(
+            store,
+            m::Routine::ReceiveFrame as u32,
+            anchor.into(),
+            frame_type,
+            &self.args,
+        );
+        if let Some(t::PluginVal::Bytes(lent)) = self.args.drain(..).next() {
+            self.payload = lent;
+        }
+        self.args.clear();
+        Ok(match r? {
+            Err(e) => Err(e.into()),
+            Ok(mut results) => Ok(match results.as_mut_slice() {
+                [t::PluginVal::U64(consumed), t::PluginVal::U64(tag)] => Ok(m::ReceivedFrame {
+                    frame: m::ExtFrame {
+                        frame_type,
+                        tag: *tag,
+                    },
+                    consumed: *consumed,
+                    description: None,
+                }),
+                [
+                    t::PluginVal::U64(consumed),
+                    t::PluginVal::U64(tag),
+                    t::PluginVal::String(description),
+                ] => Ok(m::ReceivedFrame {
+                    frame: m::ExtFrame {
+                        frame_type,
+                        tag: *tag,
+                    },
+                    consumed: *consumed,
+                    description: Some(std::mem::take(description)),
+                }),
+                other => Err(format!(
+                    "receive-frame returned {}; it returns a u64 consumed, a u64 tag and \
+                     optionally a string",
+                    shape(other)
+                )),
+            }),
+        })
+    }
+
     /// A frame the host keeps, as data, in the buffers of the last frame
     /// lent (the caller puts them back in `lent`).
     #[inline]
@@ -508,6 +636,31 @@ fn results_into_model(r: Call<Vec<t::PluginVal>>) -> super::Call<Vec<m::PluginVa
         Ok(vals) => vals_into_model(vals).map_err(m::Error::InvalidArgument),
         Err(e) => Err(e.into()),
     })
+}
+
+/// The cases of a result list, for an error that says what a routine
+/// returned: `[u64, bytes]`.
+fn shape(vals: &[t::PluginVal]) -> String {
+    let cases: Vec<&str> = vals
+        .iter()
+        .map(|v| match v {
+            t::PluginVal::None => "none",
+            t::PluginVal::Bool(_) => "bool",
+            t::PluginVal::U32(_) => "u32",
+            t::PluginVal::U64(_) => "u64",
+            t::PluginVal::S64(_) => "s64",
+            t::PluginVal::F64(_) => "f64",
+            t::PluginVal::Bytes(_) => "bytes",
+            t::PluginVal::String(_) => "string",
+            t::PluginVal::Duration(_) => "duration",
+            t::PluginVal::Instant(_) => "instant",
+            t::PluginVal::SocketAddr(_) => "socket-addr",
+            t::PluginVal::Frame(_) => "frame",
+            t::PluginVal::PacketType(_) => "packet-type",
+            t::PluginVal::PnSpace(_) => "pn-space",
+        })
+        .collect();
+    format!("[{}]", cases.join(", "))
 }
 
 fn vals_into_model(vals: Vec<t::PluginVal>) -> Result<Vec<m::PluginVal>, String> {

@@ -1,0 +1,117 @@
+//! The fused frame routines of ABI 0.2.4, `send-frame` and
+//! `receive-frame`: the host calls them in place of the separate routines
+//! when no plugin observes those (CQ-ROUTINE-29, CQ-ROUTINE-30), and the
+//! separate ones when a plugin does. The conformance kit checks the fused
+//! path through every host (`routines.send-frame-replaces-…`,
+//! `routines.receive-frame-replaces-…`); the fallback is the runtime's
+//! alone, so it is tested here.
+
+mod common;
+
+use common::*;
+use corequic_mock::{MockEndpoint, MockPair};
+use corequic_runtime::abi::PluginVal;
+
+/// cq-fused-frames' frame type.
+const FRAME: u64 = 0x6675;
+const DUMMY: u64 = 0x42;
+
+/// The `by` field of each `message` record of fused-frames, in order.
+fn by(ep: &MockEndpoint, message: &str) -> Vec<String> {
+    ep.conn
+        .logs_of("fused-frames")
+        .iter()
+        .filter(|r| r.message == message)
+        .filter_map(|r| match r.fields.first() {
+            Some((k, PluginVal::String(v))) if k == "by" => Some(v.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn watched(ep: &MockEndpoint) -> Vec<String> {
+    ep.conn
+        .logs_of("frame-watcher")
+        .iter()
+        .filter(|r| r.message == "watched")
+        .filter_map(|r| match r.fields.first() {
+            Some((_, PluginVal::String(v))) => Some(v.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A pair run until the client sent `frames` frames of `frame_type`.
+fn exchange(mut p: MockPair, frame_type: u64, frames: u64) -> MockPair {
+    p.handshake();
+    assert!(p.run_until(10_000 * MS, |p| {
+        p.client
+            .plugin_frames_sent
+            .get(&frame_type)
+            .is_some_and(|&n| n >= frames)
+            && p.server
+                .plugin_frames_sent
+                .get(&frame_type)
+                .is_some_and(|&n| n >= frames)
+    }));
+    p
+}
+
+#[test]
+fn unobserved_frames_take_the_fused_routines() {
+    let p = exchange(pair(&["cq-fused-frames"], &["cq-fused-frames"]), FRAME, 4);
+    for ep in [&p.client, &p.server] {
+        assert_eq!(by(ep, "sent"), ["send-frame"]);
+        assert_eq!(by(ep, "received"), ["receive-frame"]);
+    }
+}
+
+#[test]
+fn an_observer_of_the_separate_routines_makes_the_host_call_them() {
+    let plugins = ["cq-fused-frames", "test-frame-watcher"];
+    let p = exchange(pair(&plugins, &plugins), FRAME, 4);
+    for ep in [&p.client, &p.server] {
+        assert_eq!(by(ep, "sent"), ["write-frame"]);
+        assert_eq!(by(ep, "received"), ["process-frame"]);
+        let mut seen = watched(ep);
+        seen.sort();
+        assert_eq!(
+            seen,
+            [
+                "on-frame-reserved",
+                "parse-frame",
+                "process-frame",
+                "should-send-frame",
+                "write-frame"
+            ]
+        );
+    }
+}
+
+/// DUMMY's frames cost its host three calls a round trip instead of eight:
+/// `send-frame` and `notify-frame` for each frame it sends, `receive-frame`
+/// for each it receives, and `should-send-frame` only when the host asks
+/// whether to build a packet at all.
+#[test]
+fn dummy_makes_fewer_calls_per_frame_through_the_fused_routines() {
+    let p = exchange(pair(&["dummy"], &["dummy"]), DUMMY, 20);
+    let c = &p.client;
+    let sent = c.plugin_frames_sent[&DUMMY];
+    let stats = &c.plugins.stats()[0];
+    // Separately, each frame sent is should-send, write, reserved, log and
+    // notify, and each received parse, process and log: at least 8 per
+    // round trip. Fused, 3, plus the would-build questions.
+    assert!(
+        stats.calls < 5 * sent,
+        "{} calls for {sent} DUMMY frames sent",
+        stats.calls
+    );
+    assert_eq!(stats.errors, 0);
+    let described = c
+        .conn
+        .logs_of("dummy")
+        .iter()
+        .filter(|r| r.message == "frame sent")
+        .count() as u64;
+    assert_eq!(described, sent, "one description per frame sent");
+}

@@ -115,3 +115,89 @@ fn dummy_makes_fewer_calls_per_frame_through_the_fused_routines() {
         .count() as u64;
     assert_eq!(described, sent, "one description per frame sent");
 }
+
+const LIAR_FRAME: u64 = 0x4c5a;
+const LIAR_MODE: u64 = 0x4d_0001;
+
+fn set_mode(ep: &mut MockEndpoint, mode: u64) {
+    let set = ep
+        .plugins
+        .plugin_control(&mut ep.conn, LIAR_MODE, &[PluginVal::U64(mode)]);
+    assert_eq!(set, Ok(Vec::new()));
+}
+
+/// CQ-ROUTINE-29, CQ-SEND-11: whatever invalid result `send-frame` returns
+/// (bytes of another type or of another frame, a frame longer than the
+/// room, a list of another shape), nothing of it reaches a packet: it is
+/// discarded, counted as the plugin's error and logged, the connection
+/// stays open and the transfer is byte-exact.
+#[test]
+fn an_invalid_send_frame_result_reaches_no_packet() {
+    for (mode, why) in [
+        (
+            1,
+            "send-frame: the bytes do not start with the registered frame type",
+        ),
+        (
+            2,
+            "send-frame: the bytes do not start with the registered frame type",
+        ),
+        (3, "send-frame: returned "),
+        (4, "send-frame: send-frame returned [u64]"),
+        (5, "send-frame: send-frame returned [bytes, u64, u64]"),
+    ] {
+        let mut p = pair(&["test-fused-liar"], &[]);
+        p.handshake();
+        set_mode(&mut p.client, mode);
+        assert!(p.transfer(50_000, 20_000 * MS), "mode {mode}: byte-exact");
+        assert!(p.client.closed.is_none() && p.server.closed.is_none());
+        assert_eq!(p.client.plugin_frames_sent.get(&LIAR_FRAME), None);
+        let discarded = p
+            .client
+            .conn
+            .logs
+            .iter()
+            .filter(|r| r.message.starts_with(&format!("discarded: {why}")))
+            .count();
+        let errors = p.client.plugins.stats()[0].errors;
+        assert!(
+            discarded > 0 && errors >= discarded as u64,
+            "mode {mode}: {discarded} discarded, {errors} errors"
+        );
+    }
+}
+
+/// CQ-ROUTINE-30: what `receive-frame` returns decides the close: a
+/// `consumed` beyond the payload, an error of kind `invalid-argument` or a
+/// list of another shape close with FRAME_ENCODING_ERROR, an error of any
+/// other kind with PROTOCOL_VIOLATION; a valid result takes the frame.
+#[test]
+fn receive_frame_results_close_with_the_error_the_spec_names() {
+    use corequic_mock::{FRAME_ENCODING_ERROR, PROTOCOL_VIOLATION};
+    for (mode, close) in [
+        (6, None),
+        (7, Some(FRAME_ENCODING_ERROR)),
+        (8, Some(FRAME_ENCODING_ERROR)),
+        (9, Some(PROTOCOL_VIOLATION)),
+        (10, Some(FRAME_ENCODING_ERROR)),
+    ] {
+        let mut p = pair(&["test-fused-liar"], &["test-fused-liar"]);
+        p.handshake();
+        set_mode(&mut p.client, 6);
+        set_mode(&mut p.server, mode);
+        p.run_until(2_000 * MS, |p| p.server.closed.is_some());
+        assert!(
+            p.client
+                .plugin_frames_sent
+                .get(&LIAR_FRAME)
+                .is_some_and(|&n| n > 0),
+            "mode {mode}: the client sent its frames"
+        );
+        assert_eq!(
+            p.server.closed.as_ref().map(|c| c.error_code),
+            close,
+            "mode {mode}: {:?}",
+            p.server.closed
+        );
+    }
+}

@@ -22,13 +22,7 @@ impl SentFrame {
     /// The result list of `send-frame`: `[bytes, u64 tag]`, then the
     /// description as a string if there is one.
     pub(crate) fn into_vals(self) -> Vec<PluginVal> {
-        let mut vals = Vec::with_capacity(3);
-        vals.push(PluginVal::Bytes(self.bytes));
-        vals.push(PluginVal::U64(self.tag));
-        if let Some(description) = self.description {
-            vals.push(PluginVal::String(description));
-        }
-        vals
+        results(PluginVal::Bytes(self.bytes), self.tag, self.description)
     }
 }
 
@@ -48,14 +42,20 @@ impl ReceivedFrame {
     /// The result list of `receive-frame`: `[u64 consumed, u64 tag]`, then
     /// the description as a string if there is one.
     pub(crate) fn into_vals(self) -> Vec<PluginVal> {
-        let mut vals = Vec::with_capacity(3);
-        vals.push(PluginVal::U64(self.consumed));
-        vals.push(PluginVal::U64(self.tag));
-        if let Some(description) = self.description {
-            vals.push(PluginVal::String(description));
-        }
-        vals
+        results(PluginVal::U64(self.consumed), self.tag, self.description)
     }
+}
+
+/// The result list both fused routines share the form of: `first`, the
+/// tag, then the description if there is one.
+fn results(first: PluginVal, tag: u64, description: Option<String>) -> Vec<PluginVal> {
+    let mut vals = Vec::with_capacity(3);
+    vals.push(first);
+    vals.push(PluginVal::U64(tag));
+    if let Some(description) = description {
+        vals.push(PluginVal::String(description));
+    }
+    vals
 }
 
 /// `send-frame`'s six arguments: packet type, space, packet number,

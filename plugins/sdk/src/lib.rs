@@ -287,11 +287,11 @@ pub trait Plugin: Default + 'static {
     }
 
     /// A routine added to the ABI after 0.2.0, by its identifier; see the
-    /// specification for its arguments and results. The default passes
-    /// `observe-frames` to [`Plugin::observe_frames`], `send-frame` to
-    /// [`Plugin::send_frame`] and `receive-frame` to
-    /// [`Plugin::receive_frame`], and answers `unsupported` for any other
-    /// routine.
+    /// specification for its arguments and results. The default,
+    /// [`dispatch_routine`], passes `observe-frames` to
+    /// [`Plugin::observe_frames`], `send-frame` to [`Plugin::send_frame`]
+    /// and `receive-frame` to [`Plugin::receive_frame`], and answers
+    /// `unsupported` for any other routine.
     fn call_routine(
         &mut self,
         routine: RoutineId,
@@ -299,30 +299,45 @@ pub trait Plugin: Default + 'static {
         param: u64,
         args: Vec<PluginVal>,
     ) -> Result<Vec<PluginVal>> {
-        match (routine, args.as_slice()) {
-            (routine::OBSERVE_FRAMES, [PluginVal::Bytes(records)]) => self
-                .observe_frames(param, &ObservedFrames::new(records))
-                .map(|()| Vec::new()),
-            (routine::OBSERVE_FRAMES, _) => Err(Error::invalid_argument(
-                "observe-frames takes one bytes value",
-            )),
-            (routine::SEND_FRAME, args) => {
-                let ctx = fused::send_context(args)?;
-                Ok(match self.send_frame(param, ctx)? {
-                    Some(frame) => frame.into_vals(),
-                    None => Vec::new(),
-                })
-            }
-            (routine::RECEIVE_FRAME, [PluginVal::Bytes(payload), rest @ ..]) => {
-                let ctx = fused::rx_context(rest)?;
-                self.receive_frame(param, payload, ctx)
-                    .map(ReceivedFrame::into_vals)
-            }
-            (routine::RECEIVE_FRAME, _) => Err(Error::invalid_argument(
-                "receive-frame takes a bytes value and an rx-context",
-            )),
-            _ => not_implemented("call-routine"),
+        dispatch_routine(self, routine, anchor, param, args)
+    }
+}
+
+/// What [`Plugin::call_routine`] does unless a plugin overrides it: the
+/// routines added after 0.2.0 decoded from their `plugin-val` arguments and
+/// passed to their methods, their results encoded back. A plugin that
+/// overrides `call_routine` for some routines calls it for the others.
+pub fn dispatch_routine<P: Plugin>(
+    plugin: &mut P,
+    routine: RoutineId,
+    _anchor: Anchor,
+    param: u64,
+    args: Vec<PluginVal>,
+) -> Result<Vec<PluginVal>> {
+    match (routine, args.as_slice()) {
+        (routine::OBSERVE_FRAMES, [PluginVal::Bytes(records)]) => plugin
+            .observe_frames(param, &ObservedFrames::new(records))
+            .map(|()| Vec::new()),
+        (routine::OBSERVE_FRAMES, _) => Err(Error::invalid_argument(
+            "observe-frames takes one bytes value",
+        )),
+        (routine::SEND_FRAME, args) => {
+            let ctx = fused::send_context(args)?;
+            Ok(match plugin.send_frame(param, ctx)? {
+                Some(frame) => frame.into_vals(),
+                None => Vec::new(),
+            })
         }
+        (routine::RECEIVE_FRAME, [PluginVal::Bytes(payload), rest @ ..]) => {
+            let ctx = fused::rx_context(rest)?;
+            plugin
+                .receive_frame(param, payload, ctx)
+                .map(ReceivedFrame::into_vals)
+        }
+        (routine::RECEIVE_FRAME, _) => Err(Error::invalid_argument(
+            "receive-frame takes a bytes value and an rx-context",
+        )),
+        _ => not_implemented("call-routine"),
     }
 }
 

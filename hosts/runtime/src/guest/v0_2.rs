@@ -503,31 +503,22 @@ impl Guest {
             Err(e) => Err(e.into()),
             Ok(mut results) => Ok(match results.as_mut_slice() {
                 [] => Ok(None),
-                [t::PluginVal::Bytes(bytes), t::PluginVal::U64(tag)] => {
-                    out.extend_from_slice(bytes);
-                    Ok(Some(m::SentFrame {
-                        tag: *tag,
-                        len: bytes.len(),
-                        description: None,
-                    }))
-                }
                 [
                     t::PluginVal::Bytes(bytes),
                     t::PluginVal::U64(tag),
-                    t::PluginVal::String(description),
-                ] => {
-                    out.extend_from_slice(bytes);
-                    Ok(Some(m::SentFrame {
-                        tag: *tag,
-                        len: bytes.len(),
-                        description: Some(std::mem::take(description)),
-                    }))
-                }
-                other => Err(format!(
-                    "send-frame returned {}; it returns nothing, or bytes, a u64 tag and \
-                     optionally a string",
-                    shape(other)
-                )),
+                    rest @ ..,
+                ] => match description(rest) {
+                    Some(description) => {
+                        out.extend_from_slice(bytes);
+                        Ok(Some(m::SentFrame {
+                            tag: *tag,
+                            len: bytes.len(),
+                            description,
+                        }))
+                    }
+                    None => Err(shape_error("send-frame", SENT_FRAME, &results)),
+                },
+                _ => Err(shape_error("send-frame", SENT_FRAME, &results)),
             }),
         })
     }
@@ -567,31 +558,22 @@ impl Guest {
         Ok(match r? {
             Err(e) => Err(e.into()),
             Ok(mut results) => Ok(match results.as_mut_slice() {
-                [t::PluginVal::U64(consumed), t::PluginVal::U64(tag)] => Ok(m::ReceivedFrame {
-                    frame: m::ExtFrame {
-                        frame_type,
-                        tag: *tag,
-                    },
-                    consumed: *consumed,
-                    description: None,
-                }),
                 [
                     t::PluginVal::U64(consumed),
                     t::PluginVal::U64(tag),
-                    t::PluginVal::String(description),
-                ] => Ok(m::ReceivedFrame {
-                    frame: m::ExtFrame {
-                        frame_type,
-                        tag: *tag,
-                    },
-                    consumed: *consumed,
-                    description: Some(std::mem::take(description)),
-                }),
-                other => Err(format!(
-                    "receive-frame returned {}; it returns a u64 consumed, a u64 tag and \
-                     optionally a string",
-                    shape(other)
-                )),
+                    rest @ ..,
+                ] => match description(rest) {
+                    Some(description) => Ok(m::ReceivedFrame {
+                        frame: m::ExtFrame {
+                            frame_type,
+                            tag: *tag,
+                        },
+                        consumed: *consumed,
+                        description,
+                    }),
+                    None => Err(shape_error("receive-frame", RECEIVED_FRAME, &results)),
+                },
+                _ => Err(shape_error("receive-frame", RECEIVED_FRAME, &results)),
             }),
         })
     }
@@ -638,9 +620,25 @@ fn results_into_model(r: Call<Vec<t::PluginVal>>) -> super::Call<Vec<m::PluginVa
     })
 }
 
-/// The cases of a result list, for an error that says what a routine
-/// returned: `[u64, bytes]`.
-fn shape(vals: &[t::PluginVal]) -> String {
+/// The results of `send-frame` (CQ-ROUTINE-29), for its errors.
+const SENT_FRAME: &str = "nothing, or bytes, a u64 tag and optionally a string";
+/// The results of `receive-frame` (CQ-ROUTINE-30), for its errors.
+const RECEIVED_FRAME: &str = "a u64 consumed, a u64 tag and optionally a string";
+
+/// The optional last value of a fused frame routine's results
+/// (CQ-ROUTINE-29, CQ-ROUTINE-30): `Some(None)` for none, `Some(Some(d))`
+/// for one string, `None` for anything else.
+fn description(rest: &mut [t::PluginVal]) -> Option<Option<String>> {
+    match rest {
+        [] => Some(None),
+        [t::PluginVal::String(d)] => Some(Some(std::mem::take(d))),
+        _ => None,
+    }
+}
+
+/// What a fused frame routine returned instead of the results it
+/// `expected`, by the cases of the list: `[u64, bytes]`.
+fn shape_error(routine: &str, expected: &str, vals: &[t::PluginVal]) -> String {
     let cases: Vec<&str> = vals
         .iter()
         .map(|v| match v {
@@ -660,7 +658,10 @@ fn shape(vals: &[t::PluginVal]) -> String {
             t::PluginVal::PnSpace(_) => "pn-space",
         })
         .collect();
-    format!("[{}]", cases.join(", "))
+    format!(
+        "{routine} returned [{}]; it returns {expected}",
+        cases.join(", ")
+    )
 }
 
 fn vals_into_model(vals: Vec<t::PluginVal>) -> Result<Vec<m::PluginVal>, String> {

@@ -1185,7 +1185,12 @@ impl PluginSet {
                 InjectedFault::SeparateReceiveRoutines,
             ),
         };
-        if self.injected.has(switch) {
+        // A host that skips `process-frame` (a fault switch) only parses:
+        // it has no use for the routine that also processes.
+        if self.injected.has(switch)
+            || (fused == Routine::ReceiveFrame
+                && self.injected.has(InjectedFault::SkipProcessFrame))
+        {
             return None;
         }
         let define = |routine: Routine| {

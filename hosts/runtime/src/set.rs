@@ -1168,8 +1168,8 @@ impl PluginSet {
     /// usable plugin with its DEFINE binding, when no plugin observes one of
     /// the routines it replaces (a usable plugin with a BEFORE or AFTER
     /// binding), whose calls would otherwise be missed (CQ-ROUTINE-29,
-    /// CQ-ROUTINE-30). A received frame
-    /// takes the fused path only from the plugin that parses it.
+    /// CQ-ROUTINE-30). A received frame takes the fused path only from the
+    /// plugin that parses it.
     fn fused_define(&self, fused: Routine, t: u64) -> Option<usize> {
         let (replaced, switch): (&[Routine], _) = match fused {
             Routine::SendFrame => (
@@ -1428,7 +1428,9 @@ impl PluginSet {
                 )));
             }
             Ok(Err(why)) => {
-                return Err(FrameRejected::Encoding(RoutineError::InvalidResult(why)));
+                return Err(FrameRejected::Encoding(RoutineError::InvalidResult(
+                    format!("receive-frame {why}"),
+                )));
             }
             // A malformed frame, as parse-frame would have found it; any
             // other error is process-frame's (CQ-ROUTINE-30).

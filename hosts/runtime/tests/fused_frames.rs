@@ -143,8 +143,8 @@ fn an_invalid_send_frame_result_reaches_no_packet() {
             "send-frame: the bytes do not start with the registered frame type",
         ),
         (3, "send-frame: returned "),
-        (4, "send-frame: send-frame returned [u64]"),
-        (5, "send-frame: send-frame returned [bytes, u64, u64]"),
+        (4, "send-frame: returned [u64]"),
+        (5, "send-frame: returned [bytes, u64, u64]"),
     ] {
         let mut p = pair(&["test-fused-liar"], &[]);
         p.handshake();

@@ -516,9 +516,9 @@ impl Guest {
                             description,
                         }))
                     }
-                    None => Err(shape_error("send-frame", SENT_FRAME, &results)),
+                    None => Err(shape_error(SENT_FRAME, &results)),
                 },
-                _ => Err(shape_error("send-frame", SENT_FRAME, &results)),
+                _ => Err(shape_error(SENT_FRAME, &results)),
             }),
         })
     }
@@ -571,9 +571,9 @@ impl Guest {
                         consumed: *consumed,
                         description,
                     }),
-                    None => Err(shape_error("receive-frame", RECEIVED_FRAME, &results)),
+                    None => Err(shape_error(RECEIVED_FRAME, &results)),
                 },
-                _ => Err(shape_error("receive-frame", RECEIVED_FRAME, &results)),
+                _ => Err(shape_error(RECEIVED_FRAME, &results)),
             }),
         })
     }
@@ -637,8 +637,8 @@ fn description(rest: &mut [t::PluginVal]) -> Option<Option<String>> {
 }
 
 /// What a fused frame routine returned instead of the results it
-/// `expected`, by the cases of the list: `[u64, bytes]`.
-fn shape_error(routine: &str, expected: &str, vals: &[t::PluginVal]) -> String {
+/// `expected`, by the cases of the list: `returned [u64, bytes]; …`.
+fn shape_error(expected: &str, vals: &[t::PluginVal]) -> String {
     let cases: Vec<&str> = vals
         .iter()
         .map(|v| match v {
@@ -658,10 +658,7 @@ fn shape_error(routine: &str, expected: &str, vals: &[t::PluginVal]) -> String {
             t::PluginVal::PnSpace(_) => "pn-space",
         })
         .collect();
-    format!(
-        "{routine} returned [{}]; it returns {expected}",
-        cases.join(", ")
-    )
+    format!("returned [{}]; it returns {expected}", cases.join(", "))
 }
 
 fn vals_into_model(vals: Vec<t::PluginVal>) -> Result<Vec<m::PluginVal>, String> {

@@ -750,9 +750,6 @@ impl MockEndpoint {
                     Ok(consumed) => *pos += consumed as usize,
                     Err(FrameRejected::Encoding(e)) => return Err(format!("frame {ty:#x}: {e}")),
                     Err(FrameRejected::Violation(e)) => {
-                        // Processing failed after parsing: the rest of the
-                        // packet is not read.
-                        *pos = payload.len();
                         self.check_close_request();
                         self.close(PROTOCOL_VIOLATION, format!("frame {ty:#x}: {e}"));
                     }

@@ -941,8 +941,6 @@ record_debug!(ParsedFrame { "frame" => frame, "consumed" => consumed });
 pub struct SentFrame {
     /// The frame's tag, given back to `notify-frame`.
     pub tag: u64,
-    /// The length of the frame's bytes, type included.
-    pub len: usize,
     /// The frame's description for the log, in place of `log-frame`.
     pub description: Option<String>,
 }

@@ -1239,10 +1239,11 @@ impl PluginSet {
             Ok(Ok(None)) => Ok(None),
             Ok(Ok(Some(sent))) => {
                 let bytes = &out[start..];
-                if sent.len as u64 > ctx.room {
+                let len = bytes.len();
+                if len as u64 > ctx.room {
                     return refuse(
                         out,
-                        format!("returned {} bytes for a room of {}", sent.len, ctx.room),
+                        format!("returned {len} bytes for a room of {}", ctx.room),
                     );
                 }
                 match crate::frames::check_written(frame_type, bytes) {
@@ -1251,7 +1252,7 @@ impl PluginSet {
                             frame_type,
                             tag: sent.tag,
                         },
-                        sent.len,
+                        len,
                         sent.description,
                     ))),
                     Err(why) => refuse(out, why),

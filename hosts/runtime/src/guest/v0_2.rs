@@ -512,7 +512,6 @@ impl Guest {
                         out.extend_from_slice(bytes);
                         Ok(Some(m::SentFrame {
                             tag: *tag,
-                            len: bytes.len(),
                             description,
                         }))
                     }
@@ -551,10 +550,10 @@ impl Guest {
             frame_type,
             &self.args,
         );
+        // Empties the arguments, and takes the payload's buffer back.
         if let Some(t::PluginVal::Bytes(lent)) = self.args.drain(..).next() {
             self.payload = lent;
         }
-        self.args.clear();
         Ok(match r? {
             Err(e) => Err(e.into()),
             Ok(mut results) => Ok(match results.as_mut_slice() {

@@ -205,6 +205,14 @@ fn routines_a_host_that_skips_after_observers_fails() {
 }
 
 #[test]
+fn routines_a_host_that_skips_before_observers_of_standard_frames_fails() {
+    catches(
+        "routines.observers-see-what-the-define-sees",
+        "skip-before-observers-of-standard-frames",
+    );
+}
+
+#[test]
 fn host_calls_a_host_that_refuses_ping_fails() {
     catches("host-calls.in-plugin-control", "refuse-ping");
 }

@@ -37,7 +37,7 @@ use corequic_runtime::abi::{
 };
 use corequic_runtime::{
     FieldSet, FrameRejected, HostCapabilities, LogRecord, Plugin, PluginSet, PluginStats,
-    RoutineError, Runtime, SummaryReader,
+    RoutineError, Runtime, SummaryReader, WrittenFrame,
 };
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -417,6 +417,18 @@ pub struct ConnectionPlugins {
     transport_parameters: Vec<(u64, Vec<u8>)>,
     /// Where the final report goes when the connection is dropped.
     report: Option<ReportSink>,
+    /// Buffers the hooks reuse, so that a packet's frames cost no
+    /// allocation once the connection has run a while.
+    scratch: Scratch,
+}
+
+/// Buffers kept between hooks: emptied after each use, their capacity kept.
+#[derive(Default)]
+struct Scratch {
+    /// The ranges of the last ACK frame observed (`observe_frame`).
+    ack_ranges: Vec<(u64, u64)>,
+    /// The frames the plugins wrote into the last packet (`write_frames`).
+    written: Vec<WrittenFrame>,
 }
 
 impl Drop for ConnectionPlugins {
@@ -481,6 +493,7 @@ impl ConnectionPlugins {
             state,
             transport_parameters,
             report: None,
+            scratch: Scratch::default(),
         })
     }
 
@@ -633,7 +646,7 @@ impl ConnectionPlugins {
             return;
         }
         let ctx = Self::send_context(cx.now(), slot, room);
-        let mut written = Vec::new();
+        let mut written = std::mem::take(&mut self.scratch.written);
         let in_flight = slot.in_flight;
         self.with(cx, |set, view| {
             if in_flight {
@@ -642,7 +655,7 @@ impl ConnectionPlugins {
                 set.write_frames_not_in_flight(view, ctx, buf, &mut written)
             }
         });
-        for w in written {
+        for w in written.drain(..) {
             self.state
                 .frames
                 .entry(w.frame.frame_type)
@@ -655,6 +668,7 @@ impl ConnectionPlugins {
                 in_flight: w.in_flight,
             });
         }
+        self.scratch.written = written;
     }
 
     /// Hook `on_frames`: frames written by [`ConnectionPlugins::write_frames`]
@@ -731,7 +745,8 @@ impl ConnectionPlugins {
 
     /// Hook `observe_frame`: a standard frame the peer sent, before or
     /// (`after`) the stack processed it. `frame` is `None` for a frame the
-    /// ABI has no value for.
+    /// ABI has no value for. An ACK frame's ranges are best built in
+    /// [`Self::take_ack_ranges`], which this hook takes back.
     pub fn observe_frame<C: StackConnection + ?Sized>(
         &mut self,
         cx: &mut C,
@@ -740,9 +755,25 @@ impl ConnectionPlugins {
         packet_number: u64,
     ) {
         let Some(frame) = frame else { return };
-        let rx = Self::rx_context(cx.now(), packet_number);
-        let anchor = if after { Anchor::After } else { Anchor::Before };
-        self.with(cx, |set, view| set.observe_frame(view, anchor, &frame, rx));
+        // Most observers watch AFTER the stack (`observe-frames` has no
+        // other anchor): the BEFORE call is then skipped here.
+        if after || self.set_mut().observes_frame_before(frame.frame_type()) {
+            let rx = Self::rx_context(cx.now(), packet_number);
+            let anchor = if after { Anchor::After } else { Anchor::Before };
+            self.with(cx, |set, view| set.observe_frame(view, anchor, &frame, rx));
+        }
+        if let Frame::Ack(ack) = frame {
+            self.scratch.ack_ranges = ack.ranges;
+        }
+    }
+
+    /// An empty buffer for the ranges of an ACK frame to observe, which
+    /// [`Self::observe_frame`] takes back with the frame: a connection
+    /// observing every ACK it receives allocates for the first only.
+    pub fn take_ack_ranges(&mut self) -> Vec<(u64, u64)> {
+        let mut ranges = std::mem::take(&mut self.scratch.ack_ranges);
+        ranges.clear();
+        ranges
     }
 
     /// Hook `next_timeout`: the earliest plugin timer, in nanoseconds since
@@ -1026,9 +1057,16 @@ pub fn congestion_window(bytes: u64, max: usize, stack: &str) -> Result<usize, a
 /// use quinn_proto::ObservedFrame;
 /// let frame = corequic_adapter::observed_frame_to_abi!(ObservedFrame, observed);
 /// ```
+///
+/// A third argument gives the empty buffer an ACK frame's ranges are
+/// copied into ([`ConnectionPlugins::take_ack_ranges`]); it is evaluated
+/// for an ACK frame only.
 #[macro_export]
 macro_rules! observed_frame_to_abi {
-    ($observed:ident, $frame:expr) => {{
+    ($observed:ident, $frame:expr) => {
+        $crate::observed_frame_to_abi!($observed, $frame, ::std::vec::Vec::new())
+    };
+    ($observed:ident, $frame:expr, $ranges:expr) => {{
         use $crate::__abi as abi;
         use $crate::FrameBytes as _;
         #[allow(unreachable_patterns)]
@@ -1037,7 +1075,11 @@ macro_rules! observed_frame_to_abi {
             $observed::Ack(largest, delay, ranges, ecn) => Some(abi::Frame::Ack(abi::AckFrame {
                 largest_acknowledged: *largest,
                 ack_delay: $crate::duration_ns(delay),
-                ranges: ranges.clone(),
+                ranges: {
+                    let mut buf: ::std::vec::Vec<(u64, u64)> = $ranges;
+                    buf.extend_from_slice(ranges);
+                    buf
+                },
                 ecn: ecn.map(|(ect0, ect1, ce)| abi::EcnCounts { ect0, ect1, ce }),
             })),
             $observed::ResetStream(id, code, size) => {
@@ -1215,7 +1257,11 @@ macro_rules! extension_hooks {
             after: bool,
             packet_number: u64,
         ) {
-            let frame = $crate::observed_frame_to_abi!($observed, frame);
+            let frame = $crate::observed_frame_to_abi!(
+                $observed,
+                frame,
+                $crate::AdapterExtension::plugins_mut(self).take_ack_ranges()
+            );
             $crate::AdapterExtension::with_connection(self, cx, |plugins, stack| {
                 plugins.observe_frame(stack, frame, after, packet_number)
             });

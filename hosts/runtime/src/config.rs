@@ -123,11 +123,14 @@ pub enum InjectedFault {
     /// Accept a binding of `send-frame` or `receive-frame` at any anchor,
     /// not only `define` (CQ-ROUTINE-28).
     FusedFrameRoutinesAtAnyAnchor,
+    /// Do not call the BEFORE observers of `process-frame` for the standard
+    /// frames the stack processes, only the AFTER ones (CQ-RECV-5).
+    SkipBeforeObserversOfStandardFrames,
 }
 
 impl InjectedFault {
     /// Every switch, in declaration order.
-    pub const ALL: [InjectedFault; 23] = [
+    pub const ALL: [InjectedFault; 24] = [
         InjectedFault::AcceptForeignAbi,
         InjectedFault::UncountedDenials,
         InjectedFault::KeepHaltAfterRemoval,
@@ -151,6 +154,7 @@ impl InjectedFault {
         InjectedFault::SeparateSendRoutines,
         InjectedFault::SeparateReceiveRoutines,
         InjectedFault::FusedFrameRoutinesAtAnyAnchor,
+        InjectedFault::SkipBeforeObserversOfStandardFrames,
     ];
 
     /// Its command-line name.
@@ -179,6 +183,9 @@ impl InjectedFault {
             InjectedFault::SeparateSendRoutines => "separate-send-routines",
             InjectedFault::SeparateReceiveRoutines => "separate-receive-routines",
             InjectedFault::FusedFrameRoutinesAtAnyAnchor => "fused-frame-routines-at-any-anchor",
+            InjectedFault::SkipBeforeObserversOfStandardFrames => {
+                "skip-before-observers-of-standard-frames"
+            }
         }
     }
 

@@ -289,6 +289,9 @@ pub struct PluginSet {
     /// record is encoded.
     record_values: Vec<u64>,
     record_data: Vec<u8>,
+    /// The record of the last frame described (`log_plugin_frame`), kept
+    /// so that describing a frame costs no allocation but its text.
+    frame_record: Option<LogRecord>,
     /// Faults not yet taken by the stack.
     faults: Vec<Fault>,
     /// Transport parameter ids the stack sends itself (CQ-API-8).
@@ -397,6 +400,7 @@ impl PluginSet {
             batched_frames: 0,
             record_values: Vec::new(),
             record_data: Vec::new(),
+            frame_record: None,
             faults: Vec::new(),
             stack_transport_parameters: runtime.capabilities().stack_transport_parameters.clone(),
             unproductive: Default::default(),
@@ -627,7 +631,7 @@ impl PluginSet {
         if let Err(CallFailure::Plugin(error)) = result {
             self.log_for(
                 conn,
-                LogRecord {
+                &mut LogRecord {
                     plugin: self.slots[idx].info.name.clone(),
                     level: abi::LogLevel::Warn,
                     message: format!("{routine} ({}) returned an error: {error}", anchor.name()),
@@ -737,7 +741,7 @@ impl PluginSet {
         };
         slot.errors += 1;
         let plugin = slot.info.name.clone();
-        self.log_for(conn, LogRecord {
+        self.log_for(conn, &mut LogRecord {
             plugin,
             level: abi::LogLevel::Warn,
             message: format!(
@@ -770,7 +774,7 @@ impl PluginSet {
         let plugin = slot.info.name.clone();
         self.log_for(
             conn,
-            LogRecord {
+            &mut LogRecord {
                 plugin,
                 level: abi::LogLevel::Warn,
                 message: format!("discarded: {why}"),
@@ -782,7 +786,7 @@ impl PluginSet {
     /// Pass a record attributed to a plugin to the connection's log, within
     /// that plugin's log budget (CQ-LIMIT-12): the runtime's records about a
     /// plugin count against it like the plugin's own.
-    fn log_for(&mut self, conn: &mut dyn HostConnection, mut record: LogRecord) {
+    fn log_for(&mut self, conn: &mut dyn HostConnection, record: &mut LogRecord) {
         let live = self
             .slots
             .iter_mut()
@@ -791,13 +795,13 @@ impl PluginSet {
         let mut spent = false;
         let kept = live.is_none_or(|l| {
             let state = l.store.data_mut();
-            let kept = state.charge_log(&mut record);
+            let kept = state.charge_log(record);
             // Spending the budget may silence the plugin's observers.
             spent = std::mem::take(&mut state.summary_changed);
             kept
         });
         if kept {
-            conn.log(&record);
+            conn.log(record);
         }
         if spent {
             self.summary_stale = true;
@@ -1296,7 +1300,7 @@ impl PluginSet {
         if let RoutineError::Plugin { plugin, error } = e {
             self.log_for(
                 conn,
-                LogRecord {
+                &mut LogRecord {
                     plugin: plugin.clone(),
                     level: abi::LogLevel::Warn,
                     message: format!("{routine} returned an error: {error}"),
@@ -1330,6 +1334,36 @@ impl PluginSet {
                     .get(&(routine as u8, frame_type))
                     .is_some_and(|&rid| self.route_observed(rid, routine))
             })
+    }
+
+    /// Whether a usable plugin observes `process-frame` BEFORE for frames
+    /// of this type, so that [`Self::observe_frame`] at [`Anchor::Before`]
+    /// would call one. Hosts that convert a frame for each anchor skip the
+    /// BEFORE conversion when it would not.
+    pub fn observes_frame_before(&self, frame_type: u64) -> bool {
+        if frame_type < 64 && self.observed_frames & 1 << frame_type == 0 {
+            return false;
+        }
+        if self.skips_before_observers(frame_type) {
+            return false;
+        }
+        self.route_index
+            .get(&(Routine::ProcessFrame as u8, frame_type))
+            .is_some_and(|&rid| {
+                self.routes[rid]
+                    .before
+                    .iter()
+                    .any(|&idx| self.usable(idx, Routine::ProcessFrame))
+            })
+    }
+
+    /// The BEFORE observers of a standard frame are skipped under the
+    /// fault switch that models a host calling only the AFTER ones.
+    fn skips_before_observers(&self, frame_type: u64) -> bool {
+        frame_type < 64
+            && self
+                .injected
+                .has(InjectedFault::SkipBeforeObserversOfStandardFrames)
     }
 
     /// Routine `parse-frame`; `payload` starts right after the frame type.
@@ -1460,9 +1494,11 @@ impl PluginSet {
         frame: &Frame,
         ctx: RxContext,
     ) {
+        let skipped = anchor == Anchor::Before && self.skips_before_observers(frame.frame_type());
         if let Some(&rid) = self
             .route_index
             .get(&(Routine::ProcessFrame as u8, frame.frame_type()))
+            .filter(|_| !skipped)
         {
             let mut f = |g: &mut Guest, s: &mut Store<PluginState>, anchor| {
                 g.process_frame(s, anchor, frame, ctx)
@@ -1603,22 +1639,30 @@ impl PluginSet {
                 (idx, self.log_frame(conn, &Frame::Extension(frame)))
             }
         };
-        let plugin = self.slots[idx].info.name.clone();
-        if let Some(mut description) = description {
-            truncate_log_text(&mut description);
-            self.log_for(
-                conn,
-                LogRecord {
-                    plugin,
-                    level: abi::LogLevel::Debug,
-                    message: message.into(),
-                    fields: vec![
-                        ("frame-type".into(), PluginVal::U64(frame.frame_type)),
-                        ("description".into(), PluginVal::String(description)),
-                    ],
-                },
-            );
+        let Some(mut description) = description else {
+            return;
+        };
+        truncate_log_text(&mut description);
+        let mut record = self.frame_record.take().unwrap_or_else(|| LogRecord {
+            plugin: String::new(),
+            level: abi::LogLevel::Debug,
+            message: String::new(),
+            fields: Vec::new(),
+        });
+        record.plugin.clear();
+        record.plugin.push_str(&self.slots[idx].info.name);
+        record.message.clear();
+        record.message.push_str(message);
+        if record.fields.len() != 2 {
+            record.fields = vec![
+                ("frame-type".into(), PluginVal::U64(0)),
+                ("description".into(), PluginVal::String(String::new())),
+            ];
         }
+        record.fields[0].1 = PluginVal::U64(frame.frame_type);
+        record.fields[1].1 = PluginVal::String(description);
+        self.log_for(conn, &mut record);
+        self.frame_record = Some(record);
     }
 
     /// The earliest armed plugin timer or batch of observation records

@@ -946,3 +946,21 @@ fn control_repeatedly(
         })
         .collect()
 }
+
+/// Stacks that convert a frame for each anchor skip the BEFORE conversion
+/// when no plugin observes the type there: only a BEFORE binding of
+/// `process-frame` makes the set answer yes (CQ-RECV-5).
+#[test]
+fn only_before_bindings_make_a_standard_frame_observed_before() {
+    const ACK: u64 = 0x02;
+    const STREAM: u64 = 0x08;
+    let p = pair(&[], &["test-observer"]);
+    let set = &p.server.plugins;
+    assert!(set.observes_frame_type(ACK), "observed after");
+    assert!(!set.observes_frame_before(ACK), "no BEFORE binding");
+    let p = pair(&[], &["cq-observer-probe"]);
+    let set = &p.server.plugins;
+    assert!(set.observes_frame_before(ACK), "bound BEFORE and AFTER");
+    assert!(!set.observes_frame_before(STREAM), "bound AFTER only");
+    assert!(!set.observes_frame_before(0x06), "not bound");
+}

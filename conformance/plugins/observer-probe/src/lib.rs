@@ -13,6 +13,10 @@
 //!   handling of timeouts (CQ-TIMER-6).
 //! - `dispatched` {`frame`}: the frame case of each AFTER `process-frame`
 //!   call for dispatch types 0x02, 0x08 and 0x1e (CQ-ROUTINE-5).
+//! - `check` "after process-frame of an ack gets the arguments of before":
+//!   every ACK frame the stack processes is observed BEFORE, and AFTER with
+//!   the same arguments (CQ-RECV-5); an AFTER call without a BEFORE call
+//!   for the same frame is `wrong`.
 //! - `init`: logged by `init`, so that cases can compare load orders
 //!   (CQ-LOAD-11).
 //! - `timer fired` {`id`}: its timers, whose ids are those cq-api-probe uses
@@ -81,6 +85,8 @@ struct ObserverProbe {
     checked: Vec<(String, bool)>,
     /// Frame cases already logged as `dispatched`.
     dispatched: Vec<&'static str>,
+    /// The arguments of the BEFORE call of the ACK frame being processed.
+    ack_before: Option<String>,
     /// `now` of the handling in which timer 9 last fired.
     rearmed_now: Option<u64>,
     rearms: u32,
@@ -194,6 +200,8 @@ impl Plugin for ObserverProbe {
         for ty in [ACK, STREAM, HANDSHAKE_DONE] {
             manifest = manifest.bind(routine::PROCESS_FRAME, Anchor::After, ty);
         }
+        // Standard frames are observed BEFORE the stack processes them too.
+        manifest = manifest.bind(routine::PROCESS_FRAME, Anchor::Before, ACK);
         manifest
             .control(CONTROL_TIMERS)
             .control(CONTROL_ARM_AND_TRAP)
@@ -298,6 +306,19 @@ impl Plugin for ObserverProbe {
 
     fn process_frame(&mut self, anchor: Anchor, frame: Frame, ctx: RxContext) -> Result<()> {
         let case = frame_case(&frame);
+        if case == "ack" {
+            let args = format!("{frame:?} {ctx:?}");
+            match anchor {
+                Anchor::Before => self.ack_before = Some(args),
+                _ => {
+                    let ok = self.ack_before.take().is_some_and(|before| before == args);
+                    self.check(
+                        "after process-frame of an ack gets the arguments of before",
+                        ok,
+                    );
+                }
+            }
+        }
         if case == "extension" {
             self.observe(routine::PROCESS_FRAME, anchor, format!("{frame:?} {ctx:?}"));
         } else if matches!(anchor, Anchor::After) && !self.dispatched.contains(&case) {

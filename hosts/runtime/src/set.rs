@@ -127,6 +127,13 @@ impl Hasher for RouteHasher {
 
 type RouteMap = HashMap<(u8, u64), usize, BuildHasherDefault<RouteHasher>>;
 
+/// Which plugin's fused routine the host calls for one frame type.
+struct FusedRoute {
+    routine: Routine,
+    frame_type: u64,
+    define: Option<usize>,
+}
+
 /// The plugins bound to one (routine, parameter), as slot indices in load order.
 #[derive(Default)]
 struct Route {
@@ -285,6 +292,15 @@ pub struct PluginSet {
     /// Bit `t` for each standard frame type `t` that a usable plugin
     /// observes in batches (`observe-frames`), like `observed_frames`.
     batched_frames: u64,
+    /// Which plugins could observe frames (a bit per slot) when the two
+    /// masks above were last computed: they depend on nothing else, and
+    /// `refresh_summary`, which runs after every registration a plugin
+    /// changes, recomputes them only when it changed. `None` when unknown.
+    frame_observers: Option<u64>,
+    /// For each frame type with a fused routine bound, the plugin whose
+    /// `send-frame` and `receive-frame` the host calls ([`Self::fused_define`],
+    /// `None` for the separate routines), computed with the masks above.
+    fused: Vec<FusedRoute>,
     /// Scratch buffers for a frame's values and data while its observation
     /// record is encoded.
     record_values: Vec<u64>,
@@ -398,6 +414,8 @@ impl PluginSet {
             summary_stale: false,
             observed_frames: 0,
             batched_frames: 0,
+            frame_observers: None,
+            fused: Vec::new(),
             record_values: Vec::new(),
             record_data: Vec::new(),
             frame_record: None,
@@ -679,8 +697,7 @@ impl PluginSet {
         }
         // The plugins are initialised now, which makes their observers usable
         // (the rest of the summary does not depend on it).
-        self.observed_frames = self.observed_standard_frames(Routine::ProcessFrame);
-        self.batched_frames = self.observed_standard_frames(Routine::ObserveFrames);
+        self.refresh_observed_frames();
         failures
     }
 
@@ -901,8 +918,42 @@ impl PluginSet {
             });
         summary.next_timeout = self.next_timeout_of_slots();
         self.summary.store(&summary);
+        self.refresh_observed_frames();
+    }
+
+    /// Recompute [`Self::observed_frames`] and [`Self::batched_frames`] if
+    /// a plugin became usable or unusable since they were computed.
+    fn refresh_observed_frames(&mut self) {
+        // `usable` answers alike for both routines, which work only once
+        // the plugin is enabled; the routes never change.
+        let observers = (self.slots.len() <= 64).then(|| {
+            (0..self.slots.len())
+                .filter(|&idx| self.usable(idx, Routine::ProcessFrame))
+                .fold(0u64, |bits, idx| bits | 1 << idx)
+        });
+        if observers.is_some() && observers == self.frame_observers {
+            return;
+        }
+        self.frame_observers = observers;
         self.observed_frames = self.observed_standard_frames(Routine::ProcessFrame);
         self.batched_frames = self.observed_standard_frames(Routine::ObserveFrames);
+        let mut fused = std::mem::take(&mut self.fused);
+        fused.clear();
+        for &(routine, frame_type) in self.route_index.keys() {
+            if routine == Routine::SendFrame as u8 || routine == Routine::ReceiveFrame as u8 {
+                let routine = if routine == Routine::SendFrame as u8 {
+                    Routine::SendFrame
+                } else {
+                    Routine::ReceiveFrame
+                };
+                fused.push(FusedRoute {
+                    routine,
+                    frame_type,
+                    define: self.fused_define_now(routine, frame_type),
+                });
+            }
+        }
+        self.fused = fused;
     }
 
     /// The earliest plugin timer or batch of observation records due.
@@ -1175,6 +1226,14 @@ impl PluginSet {
     /// CQ-ROUTINE-30). A received frame takes the fused path only from the
     /// plugin that parses it.
     fn fused_define(&self, fused: Routine, t: u64) -> Option<usize> {
+        self.fused
+            .iter()
+            .find(|f| f.routine == fused && f.frame_type == t)
+            .and_then(|f| f.define)
+    }
+
+    /// [`Self::fused_define`] as the routes and the plugins are now.
+    fn fused_define_now(&self, fused: Routine, t: u64) -> Option<usize> {
         let (replaced, switch): (&[Routine], _) = match fused {
             Routine::SendFrame => (
                 &[

@@ -1663,6 +1663,29 @@ mod tests {
         Other(u64),
     }
 
+    /// The ranges of one ACK frame observed never leak into the next one's,
+    /// although both are built in the buffer the hook takes back.
+    #[test]
+    fn an_ack_frames_ranges_are_its_own_in_the_reused_buffer() {
+        let mut plugins = plugins();
+        let mut stack = FakeStack::default();
+        let delay = std::time::Duration::ZERO;
+        let mut seen = Vec::new();
+        for observed in [
+            ObservedFrame::Ack(20, delay, vec![(12, 20), (0, 9)], None),
+            ObservedFrame::Ack(30, delay, vec![(25, 30)], None),
+        ] {
+            let frame = observed_frame_to_abi!(ObservedFrame, &observed, plugins.take_ack_ranges());
+            let Some(Frame::Ack(ack)) = &frame else {
+                panic!("an ACK");
+            };
+            seen.push(ack.ranges.clone());
+            plugins.observe_frame(&mut stack, frame, true, 1);
+        }
+        assert_eq!(seen, [vec![(12, 20), (0, 9)], vec![(25, 30)]]);
+        assert!(plugins.take_ack_ranges().is_empty());
+    }
+
     #[test]
     fn observed_frames_convert_to_abi_frames() {
         let ack = ObservedFrame::Ack(

@@ -293,9 +293,10 @@ pub struct PluginSet {
     /// observes in batches (`observe-frames`), like `observed_frames`.
     batched_frames: u64,
     /// Which plugins could observe frames (a bit per slot) when the two
-    /// masks above were last computed: they depend on nothing else, and
-    /// `refresh_summary`, which runs after every registration a plugin
-    /// changes, recomputes them only when it changed. `None` when unknown.
+    /// masks above and `fused` were last computed: they depend on nothing
+    /// else (the routes never change), and `refresh_summary`, which runs
+    /// after every registration a plugin changes, recomputes them only when
+    /// it changed. `None` when unknown.
     frame_observers: Option<u64>,
     /// For each frame type with a fused routine bound, the plugin whose
     /// `send-frame` and `receive-frame` the host calls ([`Self::fused_define`],
@@ -939,18 +940,15 @@ impl PluginSet {
         self.batched_frames = self.observed_standard_frames(Routine::ObserveFrames);
         let mut fused = std::mem::take(&mut self.fused);
         fused.clear();
-        for &(routine, frame_type) in self.route_index.keys() {
-            if routine == Routine::SendFrame as u8 || routine == Routine::ReceiveFrame as u8 {
-                let routine = if routine == Routine::SendFrame as u8 {
-                    Routine::SendFrame
-                } else {
-                    Routine::ReceiveFrame
-                };
-                fused.push(FusedRoute {
-                    routine,
-                    frame_type,
-                    define: self.fused_define_now(routine, frame_type),
-                });
+        for routine in [Routine::SendFrame, Routine::ReceiveFrame] {
+            for &(r, frame_type) in self.route_index.keys() {
+                if r == routine as u8 {
+                    fused.push(FusedRoute {
+                        routine,
+                        frame_type,
+                        define: self.fused_define_now(routine, frame_type),
+                    });
+                }
             }
         }
         self.fused = fused;
@@ -1397,8 +1395,8 @@ impl PluginSet {
 
     /// Whether a usable plugin observes `process-frame` BEFORE for frames
     /// of this type, so that [`Self::observe_frame`] at [`Anchor::Before`]
-    /// would call one. Hosts that convert a frame for each anchor skip the
-    /// BEFORE conversion when it would not.
+    /// would call one. Hosts that are asked for each anchor skip the
+    /// BEFORE call when it would not.
     pub fn observes_frame_before(&self, frame_type: u64) -> bool {
         if frame_type < 64 && self.observed_frames & 1 << frame_type == 0 {
             return false;

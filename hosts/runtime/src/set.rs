@@ -648,8 +648,9 @@ impl PluginSet {
         result: Result<R, CallFailure>,
     ) {
         if let Err(CallFailure::Plugin(error)) = result {
-            self.log_for(
+            self.log_at(
                 conn,
+                idx,
                 &mut LogRecord {
                     plugin: self.slots[idx].info.name.clone(),
                     level: abi::LogLevel::Warn,
@@ -790,8 +791,9 @@ impl PluginSet {
         let slot = &mut self.slots[idx];
         slot.errors += 1;
         let plugin = slot.info.name.clone();
-        self.log_for(
+        self.log_at(
             conn,
+            idx,
             &mut LogRecord {
                 plugin,
                 level: abi::LogLevel::Warn,
@@ -805,11 +807,16 @@ impl PluginSet {
     /// that plugin's log budget (CQ-LIMIT-12): the runtime's records about a
     /// plugin count against it like the plugin's own.
     fn log_for(&mut self, conn: &mut dyn HostConnection, record: &mut LogRecord) {
-        let live = self
-            .slots
-            .iter_mut()
-            .find(|s| s.info.name == record.plugin)
-            .and_then(|s| s.live.as_mut());
+        match self.slots.iter().position(|s| s.info.name == record.plugin) {
+            Some(idx) => self.log_at(conn, idx, record),
+            None => conn.log(record),
+        }
+    }
+
+    /// [`Self::log_for`] the plugin of slot `idx`, which the caller knows:
+    /// no lookup by name (a described frame takes this path).
+    fn log_at(&mut self, conn: &mut dyn HostConnection, idx: usize, record: &mut LogRecord) {
+        let live = self.slots[idx].live.as_mut();
         let mut spent = false;
         let kept = live.is_none_or(|l| {
             let state = l.store.data_mut();
@@ -980,10 +987,12 @@ impl PluginSet {
     /// `routine`.
     fn route_observed(&self, rid: usize, routine: Routine) -> bool {
         let r = &self.routes[rid];
-        r.before
-            .iter()
-            .chain(&r.after)
-            .any(|&idx| self.usable(idx, routine))
+        self.any_usable(&r.before, routine) || self.any_usable(&r.after, routine)
+    }
+
+    /// Whether any of the plugins of slots `idxs` is usable for `routine`.
+    fn any_usable(&self, idxs: &[usize], routine: Routine) -> bool {
+        idxs.iter().any(|&idx| self.usable(idx, routine))
     }
 
     /// A shared reader of what [`Self::offers_frames_at`] and
@@ -1401,26 +1410,9 @@ impl PluginSet {
         if frame_type < 64 && self.observed_frames & 1 << frame_type == 0 {
             return false;
         }
-        if self.skips_before_observers(frame_type) {
-            return false;
-        }
         self.route_index
             .get(&(Routine::ProcessFrame as u8, frame_type))
-            .is_some_and(|&rid| {
-                self.routes[rid]
-                    .before
-                    .iter()
-                    .any(|&idx| self.usable(idx, Routine::ProcessFrame))
-            })
-    }
-
-    /// The BEFORE observers of a standard frame are skipped under the
-    /// fault switch that models a host calling only the AFTER ones.
-    fn skips_before_observers(&self, frame_type: u64) -> bool {
-        frame_type < 64
-            && self
-                .injected
-                .has(InjectedFault::SkipBeforeObserversOfStandardFrames)
+            .is_some_and(|&rid| self.any_usable(&self.routes[rid].before, Routine::ProcessFrame))
     }
 
     /// Routine `parse-frame`; `payload` starts right after the frame type.
@@ -1551,7 +1543,12 @@ impl PluginSet {
         frame: &Frame,
         ctx: RxContext,
     ) {
-        let skipped = anchor == Anchor::Before && self.skips_before_observers(frame.frame_type());
+        // Under the fault switch that models a host calling only the AFTER
+        // observers of standard frames, every host skips the BEFORE ones here.
+        let skipped = anchor == Anchor::Before
+            && self
+                .injected
+                .has(InjectedFault::SkipBeforeObserversOfStandardFrames);
         if let Some(&rid) = self
             .route_index
             .get(&(Routine::ProcessFrame as u8, frame.frame_type()))
@@ -1718,7 +1715,7 @@ impl PluginSet {
         }
         record.fields[0].1 = PluginVal::U64(frame.frame_type);
         record.fields[1].1 = PluginVal::String(description);
-        self.log_for(conn, &mut record);
+        self.log_at(conn, idx, &mut record);
         self.frame_record = Some(record);
     }
 

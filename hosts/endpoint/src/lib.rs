@@ -934,6 +934,11 @@ pub struct Stats {
     pub logs: LogLines,
     /// Stack-specific numbers (congestion window, RTT, ...).
     pub extra: Vec<(String, String)>,
+    /// CPU time the process had used when its work ended, user and
+    /// system, in ms: read before the log lines are rendered, which only
+    /// the stats JSON needs (`None` where the platform does not report it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_ms: Option<f64>,
 }
 
 impl Stats {
@@ -964,12 +969,12 @@ impl Stats {
             controls: Vec::new(),
             logs: LogLines::default(),
             extra: Vec::new(),
+            cpu_ms: process_cpu_ms(),
         }
     }
 
     /// Write the JSON to `path` (if given), with the process's peak RSS
-    /// (`peak_rss_kib`) and the CPU time it used so far (`cpu_ms`), where
-    /// the system reports them.
+    /// (`peak_rss_kib`), where the system reports it.
     pub fn write(&self, path: Option<&PathBuf>) -> Result<(), String> {
         let Some(path) = path else { return Ok(()) };
         #[derive(Serialize)]
@@ -978,13 +983,10 @@ impl Stats {
             stats: &'a Stats,
             #[serde(skip_serializing_if = "Option::is_none")]
             peak_rss_kib: Option<u64>,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            cpu_ms: Option<f64>,
         }
         let written = Written {
             stats: self,
             peak_rss_kib: peak_rss_kib(),
-            cpu_ms: process_cpu_ms(),
         };
         let json = serde_json::to_string_pretty(&written).map_err(|e| e.to_string())?;
         std::fs::write(path, json).map_err(|e| format!("writing {}: {e}", path.display()))
@@ -1045,14 +1047,18 @@ impl ServerTally {
                 self.handled,
             );
         }
+        let duration_ms = started.elapsed().as_secs_f64() * 1e3;
+        // Rendering the log lines is the stats JSON's own work.
+        let cpu_ms = process_cpu_ms();
         let stats = Stats {
             ok: !self.timed_out,
             bytes: self.served,
-            duration_ms: started.elapsed().as_secs_f64() * 1e3,
+            duration_ms,
             close: self.close,
             plugins: self.plugins,
             controls: self.controls,
             logs: logs.lines(),
+            cpu_ms,
             ..Stats::of(host, args)
         };
         stats.write(args.stats.as_ref())?;
@@ -1103,6 +1109,8 @@ impl ClientTally {
                 (false, 0)
             }
         };
+        // Rendering the log lines is the stats JSON's own work.
+        let cpu_ms = process_cpu_ms();
         let stats = Stats {
             ok,
             bytes,
@@ -1113,6 +1121,7 @@ impl ClientTally {
             controls: self.controls,
             logs: logs.lines(),
             extra: self.extra,
+            cpu_ms,
             ..Stats::of(host, args)
         };
         stats.write(args.stats.as_ref())?;
@@ -1539,6 +1548,27 @@ mod tests {
         let _ = std::fs::remove_file(&path);
         let cpu = written["cpu_ms"].as_f64().expect("cpu_ms written");
         assert!(cpu >= before + 20.0, "{before} ms, then {cpu} ms");
+    }
+
+    /// The CPU time is read when the run's work ends, before its log lines
+    /// are rendered (thousands of records for a long transfer with the ACK
+    /// logger), not again when the JSON is written.
+    #[test]
+    fn stats_json_carries_the_cpu_time_read_when_the_work_ended() {
+        let args = args("--role client --addr 127.0.0.1:1 --test transfer").unwrap();
+        let path = std::env::temp_dir().join(format!(
+            "corequic-stats-cpu-ended-{}.json",
+            std::process::id()
+        ));
+        let stats = Stats {
+            cpu_ms: Some(1.25),
+            ..Stats::of("mock", &args)
+        };
+        stats.write(Some(&path)).unwrap();
+        let written: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(written["cpu_ms"].as_f64(), Some(1.25));
     }
 
     #[test]

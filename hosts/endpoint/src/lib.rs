@@ -953,7 +953,8 @@ impl Stats {
     }
 
     /// The stats of a run of `args` on `host` that has shown nothing yet
-    /// (not passed, nothing transferred): endpoints fill in what they saw.
+    /// (not passed, nothing transferred), with the CPU time the process has
+    /// used so far: endpoints fill in what they saw.
     pub fn of(host: &str, args: &Args) -> Stats {
         Stats {
             schema: 1,
@@ -1048,8 +1049,8 @@ impl ServerTally {
             );
         }
         let duration_ms = started.elapsed().as_secs_f64() * 1e3;
-        // Rendering the log lines is the stats JSON's own work.
-        let cpu_ms = process_cpu_ms();
+        // The CPU time is read here, before the log lines are rendered.
+        let ended = Stats::of(host, args);
         let stats = Stats {
             ok: !self.timed_out,
             bytes: self.served,
@@ -1058,8 +1059,7 @@ impl ServerTally {
             plugins: self.plugins,
             controls: self.controls,
             logs: logs.lines(),
-            cpu_ms,
-            ..Stats::of(host, args)
+            ..ended
         };
         stats.write(args.stats.as_ref())?;
         Ok(stats.ok)
@@ -1109,8 +1109,8 @@ impl ClientTally {
                 (false, 0)
             }
         };
-        // Rendering the log lines is the stats JSON's own work.
-        let cpu_ms = process_cpu_ms();
+        // The CPU time is read here, before the log lines are rendered.
+        let ended = Stats::of(host, args);
         let stats = Stats {
             ok,
             bytes,
@@ -1121,8 +1121,7 @@ impl ClientTally {
             controls: self.controls,
             logs: logs.lines(),
             extra: self.extra,
-            cpu_ms,
-            ..Stats::of(host, args)
+            ..ended
         };
         stats.write(args.stats.as_ref())?;
         Ok(ok)

@@ -1493,6 +1493,17 @@ mod tests {
         assert_eq!(hex, format!("0x{expected}"));
     }
 
+    /// `stats` as its JSON file says it, written to a scratch file named
+    /// after `test`.
+    fn written_json(stats: &Stats, test: &str) -> serde_json::Value {
+        let path =
+            std::env::temp_dir().join(format!("corequic-stats-{test}-{}.json", std::process::id()));
+        stats.write(Some(&path)).unwrap();
+        let written = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let _ = std::fs::remove_file(&path);
+        written
+    }
+
     #[test]
     fn stats_json_carries_the_log_lines_and_peak_rss() {
         let args = args("--role client --addr 127.0.0.1:1 --test transfer").unwrap();
@@ -1503,16 +1514,12 @@ mod tests {
             message: "ack processed".into(),
             fields: vec![("largest-acknowledged".into(), PluginVal::U64(7))],
         });
-        let path = std::env::temp_dir().join(format!("corequic-stats-{}.json", std::process::id()));
         let peak_before = peak_rss_kib();
         let stats = Stats {
             logs: logs.lines(),
             ..Stats::of("mock", &args)
         };
-        stats.write(Some(&path)).unwrap();
-        let written: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        let _ = std::fs::remove_file(&path);
+        let written = written_json(&stats, "logs");
         assert_eq!(written["host"], "mock");
         assert_eq!(
             written["logs"],
@@ -1532,8 +1539,6 @@ mod tests {
     #[test]
     fn stats_json_carries_the_cpu_time_used() {
         let args = args("--role server --addr 127.0.0.1:1 --test transfer").unwrap();
-        let path =
-            std::env::temp_dir().join(format!("corequic-stats-cpu-{}.json", std::process::id()));
         let before = process_cpu_ms().expect("a unix process CPU clock");
         // Work the clock must see: 20 ms of CPU on this thread.
         let mut x = 0u64;
@@ -1541,10 +1546,7 @@ mod tests {
             x = std::hint::black_box(x.wrapping_add(1));
         }
         assert!(x > 0);
-        Stats::of("mock", &args).write(Some(&path)).unwrap();
-        let written: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        let _ = std::fs::remove_file(&path);
+        let written = written_json(&Stats::of("mock", &args), "cpu");
         let cpu = written["cpu_ms"].as_f64().expect("cpu_ms written");
         assert!(cpu >= before + 20.0, "{before} ms, then {cpu} ms");
     }
@@ -1555,18 +1557,11 @@ mod tests {
     #[test]
     fn stats_json_carries_the_cpu_time_read_when_the_work_ended() {
         let args = args("--role client --addr 127.0.0.1:1 --test transfer").unwrap();
-        let path = std::env::temp_dir().join(format!(
-            "corequic-stats-cpu-ended-{}.json",
-            std::process::id()
-        ));
         let stats = Stats {
             cpu_ms: Some(1.25),
             ..Stats::of("mock", &args)
         };
-        stats.write(Some(&path)).unwrap();
-        let written: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        let _ = std::fs::remove_file(&path);
+        let written = written_json(&stats, "cpu-ended");
         assert_eq!(written["cpu_ms"].as_f64(), Some(1.25));
     }
 

@@ -751,16 +751,17 @@ impl PluginSet {
         encoded: usize,
         left: usize,
     ) {
-        let Some(slot) = self.slots.iter_mut().find(|s| {
+        let Some(idx) = self.slots.iter().position(|s| {
             s.live
                 .as_ref()
                 .is_some_and(|l| l.store.data().transport_parameters.contains(&id))
         }) else {
             return;
         };
+        let slot = &mut self.slots[idx];
         slot.errors += 1;
         let plugin = slot.info.name.clone();
-        self.log_for(conn, &mut LogRecord {
+        self.log_at(conn, idx, &mut LogRecord {
             plugin,
             level: abi::LogLevel::Warn,
             message: format!(

@@ -10,7 +10,7 @@ PLUGIN_OUT := build/plugins
 
 # Reference plugins (shipped) and test plugins (used by the test suite).
 PLUGINS := padding probe bdp dummy ack-logger
-TEST_PLUGINS := test-bench test-chaos test-chaos-sink test-hostile test-observer test-abi-mismatch test-liar test-tp-flood test-endless-manifest test-unlisted-routine test-field-probe test-frame-watcher test-fused-liar cq-api-probe cq-init-fails cq-tp-reject cq-bad-manifest cq-observer-probe cq-parse-only cq-writes-flow-limits cq-handshake-fault cq-handshake-timer cq-batch-observer cq-bad-batch-binding cq-fused-frames cq-bad-fused-binding
+TEST_PLUGINS := test-bench test-chaos test-chaos-sink test-hostile test-observer test-abi-mismatch test-liar test-tp-flood test-endless-manifest test-unlisted-routine test-field-probe test-frame-watcher test-fused-liar cq-api-probe cq-init-fails cq-tp-reject cq-bad-manifest cq-observer-probe cq-parse-only cq-writes-flow-limits cq-handshake-fault cq-handshake-timer cq-batch-observer cq-bad-batch-binding cq-fused-frames cq-bad-fused-binding cq-one-in-flight
 ALL_PLUGINS := $(PLUGINS) $(TEST_PLUGINS)
 # binaryen's optimizer on each core module before it becomes a component
 # (Debian package binaryen, installed by `make setup`); the features are

@@ -242,6 +242,22 @@ fn routines_a_host_that_ignores_receive_frame_fails() {
 }
 
 #[test]
+fn host_calls_a_host_that_keeps_offering_a_one_in_flight_registration_fails() {
+    catches(
+        "host-calls.one-in-flight-registration-is-held-until-the-frame-is-acked-or-lost",
+        "one-in-flight-not-held",
+    );
+}
+
+#[test]
+fn host_calls_a_host_that_never_offers_a_held_registration_again_fails() {
+    catches(
+        "host-calls.one-in-flight-registration-is-held-until-the-frame-is-acked-or-lost",
+        "one-in-flight-never-offered-again",
+    );
+}
+
+#[test]
 fn routines_a_host_that_accepts_fused_frame_routines_at_any_anchor_fails() {
     catches(
         "routines.fused-frame-routines-at-another-anchor-are-refused",

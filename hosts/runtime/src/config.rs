@@ -93,7 +93,7 @@ pub enum InjectedFault {
     /// its kind and value (CQ-API-19).
     UnknownErrorKindsAsFailed,
     /// Load only plugins of exactly the host's own version, refusing those
-    /// of an earlier release of its line (0.2.0 on a 0.2.4 host), as a host
+    /// of an earlier release of its line (0.2.0 on a 0.2.5 host), as a host
     /// that compares versions for equality would (CQ-VER-6).
     ExactAbiVersionOnly,
     /// Count no ECN marks and still answer the ECN counts with numbers (0),
@@ -126,11 +126,17 @@ pub enum InjectedFault {
     /// Do not call the BEFORE observers of `process-frame` for the standard
     /// frames the stack processes, only the AFTER ones (CQ-RECV-5).
     SkipBeforeObserversOfStandardFrames,
+    /// Keep offering a registration made with `register-frame-one-in-flight`
+    /// while its frame is in flight, as `register-frame` would (CQ-API-22).
+    OneInFlightNotHeld,
+    /// Never offer a held `register-frame-one-in-flight` registration again
+    /// once its frame is acknowledged or lost (CQ-API-22).
+    OneInFlightNeverOfferedAgain,
 }
 
 impl InjectedFault {
     /// Every switch, in declaration order.
-    pub const ALL: [InjectedFault; 24] = [
+    pub const ALL: [InjectedFault; 26] = [
         InjectedFault::AcceptForeignAbi,
         InjectedFault::UncountedDenials,
         InjectedFault::KeepHaltAfterRemoval,
@@ -155,6 +161,8 @@ impl InjectedFault {
         InjectedFault::SeparateReceiveRoutines,
         InjectedFault::FusedFrameRoutinesAtAnyAnchor,
         InjectedFault::SkipBeforeObserversOfStandardFrames,
+        InjectedFault::OneInFlightNotHeld,
+        InjectedFault::OneInFlightNeverOfferedAgain,
     ];
 
     /// Its command-line name.
@@ -186,6 +194,8 @@ impl InjectedFault {
             InjectedFault::SkipBeforeObserversOfStandardFrames => {
                 "skip-before-observers-of-standard-frames"
             }
+            InjectedFault::OneInFlightNotHeld => "one-in-flight-not-held",
+            InjectedFault::OneInFlightNeverOfferedAgain => "one-in-flight-never-offered-again",
         }
     }
 

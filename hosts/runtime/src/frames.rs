@@ -6,7 +6,7 @@
 /// Whether `frame_type` is a frame type that QUIC stacks process natively:
 /// RFC 9000's (0x00–0x1e), RFC 9221's DATAGRAM (0x30, 0x31) and the
 /// acknowledgement-frequency extension's (0x1f, 0xaf).
-fn is_standard(frame_type: u64) -> bool {
+pub(crate) fn is_standard(frame_type: u64) -> bool {
     frame_type <= 0x1f || matches!(frame_type, 0x30 | 0x31 | 0xaf)
 }
 

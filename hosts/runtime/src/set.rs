@@ -274,7 +274,7 @@ pub struct PluginSet {
     ticker: crate::deadline::Ticker,
     close: Option<CloseRequest>,
     /// Reused by `write_frames` so the send path does not allocate.
-    regs_scratch: Vec<FrameRegistration>,
+    regs_scratch: Vec<(usize, FrameRegistration)>,
     /// What hosts ask before every packet, shared with the hooks that have
     /// no `&mut` to the set; recomputed only when a call changed what it
     /// sums up.
@@ -1004,11 +1004,19 @@ impl PluginSet {
 
     /// The frame registrations of every enabled plugin, in load order.
     fn enabled_registrations(&self) -> impl Iterator<Item = FrameRegistration> + '_ {
+        self.enabled_registrations_by_slot().map(|(_, r)| r)
+    }
+
+    /// [`Self::enabled_registrations`], each with its plugin's slot.
+    fn enabled_registrations_by_slot(
+        &self,
+    ) -> impl Iterator<Item = (usize, FrameRegistration)> + '_ {
         self.slots
             .iter()
-            .filter_map(|s| s.live.as_ref())
-            .filter(|l| l.store.data().enabled)
-            .flat_map(|l| l.store.data().frames.iter().copied())
+            .enumerate()
+            .filter_map(|(idx, s)| s.live.as_ref().map(|l| (idx, l)))
+            .filter(|(_, l)| l.store.data().enabled)
+            .flat_map(|(idx, l)| l.store.data().offered_frames().map(move |r| (idx, r)))
     }
 
     /// Whether any enabled plugin has an ack-eliciting frame to send now
@@ -1023,11 +1031,11 @@ impl PluginSet {
         // One walk over the plugins, then the packet's order: FIRST,
         // AFTER-ACK, END, each in load order (the sort is stable).
         regs.extend(
-            self.enabled_registrations()
-                .filter(|r| r.ack_eliciting && !self.unproductive.contains(&r.frame_type)),
+            self.enabled_registrations_by_slot()
+                .filter(|(_, r)| r.ack_eliciting && !self.unproductive.contains(&r.frame_type)),
         );
-        regs.sort_by_key(|r| r.position as u8);
-        let wanted = regs.iter().find(|r| {
+        regs.sort_by_key(|(_, r)| r.position as u8);
+        let wanted = regs.iter().map(|(_, r)| r).find(|r| {
             let ctx = SendContext {
                 position: r.position,
                 ..ctx
@@ -1162,11 +1170,12 @@ impl PluginSet {
         let mut regs = std::mem::take(&mut self.regs_scratch);
         regs.clear();
         regs.extend(
-            self.registrations(ctx.position)
-                .filter(|r| in_flight_allowed || !(r.in_flight || r.ack_eliciting)),
+            self.enabled_registrations_by_slot()
+                .filter(|(_, r)| r.position == ctx.position)
+                .filter(|(_, r)| in_flight_allowed || !(r.in_flight || r.ack_eliciting)),
         );
         let start = out.len();
-        for &reg in &regs {
+        for &(owner, reg) in &regs {
             ctx.room = ctx.room.saturating_sub((out.len() - start) as u64);
             let ty = reg.frame_type;
             let fused = self.fused_define(Routine::SendFrame, ty);
@@ -1212,6 +1221,13 @@ impl PluginSet {
                 len,
             });
             self.log_plugin_frame(conn, frame, "frame sent", fused.zip(description));
+            // A registration made with `register-frame-one-in-flight` is
+            // held until this frame's fate is known (CQ-API-22).
+            if let Some(live) = self.slots[owner].live.as_mut()
+                && live.store.data_mut().hold_registration(ty)
+            {
+                self.summary_stale = true;
+            }
             // `send-frame` took the frame as reserved when it returned it.
             if fused.is_some() {
                 continue;
@@ -1223,6 +1239,9 @@ impl PluginSet {
             }
         }
         self.regs_scratch = regs;
+        if self.summary_stale && self.outer_call_started.is_none() {
+            self.refresh_summary();
+        }
         out.len() - start
     }
 
@@ -1346,6 +1365,18 @@ impl PluginSet {
         frame: ExtFrame,
         outcome: FrameOutcome,
     ) -> Result<(), RoutineError> {
+        // A held `register-frame-one-in-flight` registration is offered
+        // again before `notify-frame` runs (CQ-API-22).
+        for slot in &mut self.slots {
+            if let Some(live) = slot.live.as_mut()
+                && live.store.data_mut().release_registration(frame.frame_type)
+            {
+                self.summary_stale = true;
+            }
+        }
+        if self.summary_stale && self.outer_call_started.is_none() {
+            self.refresh_summary();
+        }
         let r = self.run(
             conn,
             Routine::NotifyFrame,

@@ -100,6 +100,14 @@ pub(crate) struct PluginState {
     pub(crate) input: Vec<u8>,
     pub(crate) enabled: bool,
     pub(crate) frames: Vec<FrameRegistration>,
+    /// The frame types of `frames` registered with
+    /// `register-frame-one-in-flight` (CQ-API-22).
+    pub(crate) one_in_flight: Vec<u64>,
+    /// The frame types of `frames` whose registration is held: made with
+    /// `register-frame-one-in-flight`, with a frame in flight. They keep
+    /// their place among the plugin's registrations and are not offered
+    /// until the frame's fate is known (CQ-API-22).
+    pub(crate) held: Vec<u64>,
     /// `enabled`, `frames` or `timers` changed, or the log budget was spent
     /// (which silences some observers, CQ-ANCHOR-12): the set recomputes its
     /// summary for the host when the call returns.
@@ -189,6 +197,8 @@ impl PluginState {
             input: Vec::new(),
             enabled: false,
             frames: Vec::new(),
+            one_in_flight: Vec::new(),
+            held: Vec::new(),
             summary_changed: false,
             transport_parameters: Vec::new(),
             timers: Vec::new(),
@@ -389,37 +399,122 @@ impl PluginState {
     }
 
     pub(crate) fn register_frame(&mut self, registration: FrameRegistration) -> Result<(), Error> {
-        self.scope("register-frame", true)?;
-        self.permit("register-frame", Permission::Registration)?;
-        if registration.frame_type >= 1 << 62 {
+        self.register("register-frame", registration, false)
+    }
+
+    /// `register-frame-one-in-flight` (CQ-API-22): `register-frame`, and
+    /// the registration is held while a frame of it is in flight.
+    pub(crate) fn register_frame_one_in_flight(
+        &mut self,
+        registration: FrameRegistration,
+    ) -> Result<(), Error> {
+        self.register("register-frame-one-in-flight", registration, true)
+    }
+
+    /// `register-frame` (CQ-API-5) or, with `one_in_flight`,
+    /// `register-frame-one-in-flight`: either replaces the plugin's
+    /// registration of the frame type, held or not.
+    fn register(
+        &mut self,
+        call: &str,
+        registration: FrameRegistration,
+        one_in_flight: bool,
+    ) -> Result<(), Error> {
+        self.scope(call, true)?;
+        self.permit(call, Permission::Registration)?;
+        let frame_type = registration.frame_type;
+        if frame_type >= 1 << 62 {
             return Err(Error::InvalidArgument("frame type exceeds 2^62 - 1".into()));
         }
-        if !crate::frames::registrable(registration.frame_type) {
+        if !crate::frames::registrable(frame_type) {
             return Err(Error::InvalidArgument(format!(
-                "frame type {:#x} is a standard frame the stack writes itself; only PADDING, \
-                 PING, PATH_CHALLENGE and PATH_RESPONSE may be registered",
-                registration.frame_type
+                "frame type {frame_type:#x} is a standard frame the stack writes itself; only \
+                 PADDING, PING, PATH_CHALLENGE and PATH_RESPONSE may be registered"
             )));
         }
-        self.frames
-            .retain(|r| r.frame_type != registration.frame_type);
+        // Held until the frame's fate is known, the registration must be of
+        // a frame whose fate every host learns: a plugin frame (standard
+        // frames are the stack's to track) in a packet that is acknowledged
+        // or declared lost, that is an ack-eliciting one.
+        if one_in_flight && crate::frames::is_standard(frame_type) {
+            return Err(Error::InvalidArgument(format!(
+                "frame type {frame_type:#x} is a standard frame: only plugin frames may be \
+                 registered one in flight"
+            )));
+        }
+        if one_in_flight && !registration.ack_eliciting {
+            return Err(Error::InvalidArgument(
+                "a frame registered one in flight must be ack-eliciting: the fate of a frame \
+                 that elicits no acknowledgement may never be known"
+                    .into(),
+            ));
+        }
+        self.forget_registration(registration.frame_type);
         self.frames.push(registration);
+        if one_in_flight {
+            self.one_in_flight.push(registration.frame_type);
+        }
         self.summary_changed = true;
         Ok(())
+    }
+
+    /// Remove the registration of `frame_type`, offered or held; whether
+    /// there was one.
+    fn forget_registration(&mut self, frame_type: u64) -> bool {
+        let before = self.frames.len();
+        self.frames.retain(|r| r.frame_type != frame_type);
+        self.held.retain(|&t| t != frame_type);
+        self.one_in_flight.retain(|&t| t != frame_type);
+        self.frames.len() != before
     }
 
     pub(crate) fn unregister_frame(&mut self, frame_type: u64) -> Result<(), Error> {
         self.scope("unregister-frame", true)?;
         self.permit("unregister-frame", Permission::Registration)?;
-        let before = self.frames.len();
-        self.frames.retain(|r| r.frame_type != frame_type);
-        if self.frames.len() == before {
+        if !self.forget_registration(frame_type) {
             return Err(Error::NotFound(format!(
                 "frame type {frame_type:#x} is not registered"
             )));
         }
         self.summary_changed = true;
         Ok(())
+    }
+
+    /// The send loop committed a frame of `frame_type` from this plugin's
+    /// registration: hold it if it was made with
+    /// `register-frame-one-in-flight` (CQ-API-22). Whether it was held.
+    pub(crate) fn hold_registration(&mut self, frame_type: u64) -> bool {
+        if !self.one_in_flight.contains(&frame_type)
+            || self.held.contains(&frame_type)
+            || self.injected.has(InjectedFault::OneInFlightNotHeld)
+        {
+            return false;
+        }
+        self.held.push(frame_type);
+        true
+    }
+
+    /// A frame of `frame_type` was acknowledged or declared lost: offer a
+    /// held registration of it again (CQ-API-22). Whether one was held.
+    pub(crate) fn release_registration(&mut self, frame_type: u64) -> bool {
+        if self.held.is_empty()
+            || self
+                .injected
+                .has(InjectedFault::OneInFlightNeverOfferedAgain)
+        {
+            return false;
+        }
+        let before = self.held.len();
+        self.held.retain(|&t| t != frame_type);
+        self.held.len() != before
+    }
+
+    /// The registrations the send loop offers: all but the held ones.
+    pub(crate) fn offered_frames(&self) -> impl Iterator<Item = FrameRegistration> + '_ {
+        self.frames
+            .iter()
+            .filter(|r| !self.held.contains(&r.frame_type))
+            .copied()
     }
 
     pub(crate) fn register_transport_parameter(&mut self, id: u64) -> Result<(), Error> {

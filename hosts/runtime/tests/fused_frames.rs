@@ -88,10 +88,12 @@ fn an_observer_of_the_separate_routines_makes_the_host_call_them() {
     }
 }
 
-/// DUMMY's frames cost its host three calls a round trip instead of eight:
-/// `send-frame` and `notify-frame` for each frame it sends, `receive-frame`
-/// for each it receives, and `should-send-frame` only when the host asks
-/// whether to build a packet at all.
+/// DUMMY's frames cost its host two calls a round trip instead of eight:
+/// `send-frame` for each frame it sends, `receive-frame` for each it
+/// receives, and `should-send-frame` only when the host asks whether to
+/// build a packet at all. Its registration is one in flight (ABI 0.2.5):
+/// the host offers it again when the frame is acknowledged or lost, with no
+/// `notify-frame` call.
 #[test]
 fn dummy_makes_fewer_calls_per_frame_through_the_fused_routines() {
     let p = exchange(pair(&["dummy"], &["dummy"]), DUMMY, 20);
@@ -100,9 +102,11 @@ fn dummy_makes_fewer_calls_per_frame_through_the_fused_routines() {
     let stats = &c.plugins.stats()[0];
     // Separately, each frame sent is should-send, write, reserved, log and
     // notify, and each received parse, process and log: at least 8 per
-    // round trip. Fused, 3, plus the would-build questions.
+    // round trip. Fused, 2, plus a would-build question per round trip and
+    // the three calls of setting up (init and the transport parameter).
+    // With a `notify-frame` per frame it was 81 calls for 20 frames.
     assert!(
-        stats.calls < 5 * sent,
+        stats.calls <= 3 * sent + 5,
         "{} calls for {sent} DUMMY frames sent",
         stats.calls
     );

@@ -5,7 +5,7 @@ mod common;
 use common::*;
 use corequic_mock::{FRAME_ENCODING_ERROR, HEADER_LEN, TAG_LEN};
 use corequic_runtime::abi::{ExtFrame, FieldId, FrameOutcome, PluginVal, SendPosition};
-use corequic_runtime::{Grants, LoadError, Plugin, PluginSet, Runtime};
+use corequic_runtime::{Grants, LoadError, Plugin, PluginSet, RoutineError, Runtime};
 
 /// Stacks move connections between threads (quinn, s2n-quic).
 #[test]
@@ -299,23 +299,48 @@ fn a_frame_in_flight_is_unregistered_until_acknowledged() {
     assert!(p.client.plugin_frames_acked.contains_key(&0x42));
 }
 
-/// A registration made in a routine call (DUMMY's `notify-frame`) is offered
-/// to the host right after the call.
+/// A registration made in a routine call (`notify-frame` of DUMMY as built
+/// against 0.2.0, which registers its frame again there) is offered to the
+/// host right after the call.
 #[test]
 fn a_frame_registered_again_is_offered_again() {
-    let mut p = pair(&["dummy"], &["dummy"]);
+    let mut p = pair_in(Some("0.2.0"), &["dummy"], &["dummy"]);
     p.handshake();
     assert!(p.client.poll_transmit().is_some(), "a DUMMY packet");
     assert!(!p.client.plugins.offers_frames_at(SendPosition::AfterAck));
-    let dummy = ExtFrame {
-        frame_type: 0x42,
-        tag: 0,
-    };
     let client = &mut p.client;
     client
         .plugins
-        .notify_frame(&mut client.conn, dummy, FrameOutcome::Acked)
+        .notify_frame(&mut client.conn, DUMMY_FRAME, FrameOutcome::Acked)
         .expect("notify-frame");
     assert!(client.plugins.offers_frames_at(SendPosition::AfterAck));
     assert!(client.plugins.offers_ack_eliciting_frames());
 }
+
+/// A registration held while its frame is in flight (DUMMY's,
+/// `register-frame-one-in-flight`, ABI 0.2.5) is offered to the host again
+/// when the frame's fate is known, though DUMMY binds no `notify-frame`
+/// (CQ-API-22).
+#[test]
+fn a_held_frame_registration_is_offered_again_without_notify_frame() {
+    let mut p = pair(&["dummy"], &["dummy"]);
+    p.handshake();
+    assert!(p.client.poll_transmit().is_some(), "a DUMMY packet");
+    assert!(!p.client.plugins.offers_frames_at(SendPosition::AfterAck));
+    let client = &mut p.client;
+    let notified = client
+        .plugins
+        .notify_frame(&mut client.conn, DUMMY_FRAME, FrameOutcome::Lost);
+    assert!(
+        matches!(notified, Err(RoutineError::NotBound)),
+        "{notified:?}"
+    );
+    assert!(client.plugins.offers_frames_at(SendPosition::AfterAck));
+    assert!(client.plugins.offers_ack_eliciting_frames());
+}
+
+/// A DUMMY frame, as the host reports its fate.
+const DUMMY_FRAME: ExtFrame = ExtFrame {
+    frame_type: 0x42,
+    tag: 0,
+};

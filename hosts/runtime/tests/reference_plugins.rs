@@ -1,7 +1,7 @@
 //! The five reference plugins, each through the mock host (spec appendix
 //! A): the plugins this repository builds against the current ABI, and the
 //! same suite with the plugins as built against earlier releases: 0.2.0
-//! (`plugins/prebuilt/0.2.0`), which a 0.2.4 runtime runs unchanged
+//! (`plugins/prebuilt/0.2.0`), which a 0.2.5 runtime runs unchanged
 //! (CQ-VER-6), and 0.1.0 (`plugins/prebuilt/0.1.0`), which it runs through
 //! its compatibility layer (spec §2.2).
 
@@ -625,8 +625,8 @@ mod current {
 }
 
 /// The reference plugins as built against ABI 0.2.0, four releases before
-/// this runtime's own 0.2.4: no compatibility layer, the component's
-/// 0.2.0 imports and exports resolve to 0.2.4's. The ACK logger of 0.2.0
+/// this runtime's own 0.2.5: no compatibility layer, the component's
+/// 0.2.0 imports and exports resolve to 0.2.5's. The ACK logger of 0.2.0
 /// observes each ACK with `process-frame` and logs with `log`, the current
 /// one observes ACKs in batches (`observe-frames`) and logs with
 /// `log-shaped`: the same suite checks that both make the same records.

@@ -2,13 +2,16 @@
 //!
 //! Negotiated with the empty transport parameter `0xAAAAAAAA`. Sends frame
 //! `0x42` (a 1-byte counter) whenever none is in flight, so about once per
-//! RTT. Every 4 DUMMY frames received it toggles the padding plugin through
-//! its plugin-control `0x80001(bool)` — the first toggle disables padding.
+//! RTT: it registers the frame with `register-frame-one-in-flight` (ABI
+//! 0.2.5), so the host stops offering it while one is in flight and offers
+//! it again once that one is acknowledged or lost, with no call to DUMMY.
+//! Every 4 DUMMY frames received it toggles the padding plugin through its
+//! plugin-control `0x80001(bool)` — the first toggle disables padding.
 //! Without a padding plugin the call fails cleanly and is logged.
 //!
 //! A frame per round trip is the plugin's whole traffic, so it also binds
 //! the fused frame routines of ABI 0.2.4: `send-frame` and `receive-frame`
-//! do in one call each what the separate routines do in five (should-send,
+//! do in one call each what the separate routines do in four (should-send,
 //! write, reserved, log) and three (parse, process, log). The separate
 //! routines stay: the host still asks `should-send-frame` whether to build
 //! a packet at all, and uses them when another plugin observes them.
@@ -27,7 +30,7 @@ const PADDING_TOGGLE: u64 = 0x80001;
 const FRAME_LEN: usize = 3;
 
 fn register_frame() -> Result<()> {
-    host::register_frame(FrameRegistration {
+    host::register_frame_one_in_flight(FrameRegistration {
         frame_type: FRAME_DUMMY,
         position: SendPosition::AfterAck,
         ack_eliciting: true,
@@ -36,7 +39,6 @@ fn register_frame() -> Result<()> {
 }
 
 struct Dummy {
-    in_flight: bool,
     counter: u8,
     received: u64,
     padding_on: bool,
@@ -45,7 +47,6 @@ struct Dummy {
 impl Default for Dummy {
     fn default() -> Self {
         Dummy {
-            in_flight: false,
             counter: 0,
             received: 0,
             padding_on: true,
@@ -54,9 +55,10 @@ impl Default for Dummy {
 }
 
 impl Dummy {
-    /// Whether a DUMMY frame goes into this packet: none is in flight.
+    /// Whether a DUMMY frame goes into this packet: the host offers the
+    /// frame only while none is in flight, and only 1-RTT packets carry it.
     fn wants_to_send(&self, ctx: &SendContext) -> bool {
-        !self.in_flight && ctx.packet_type == PacketType::OneRtt
+        ctx.packet_type == PacketType::OneRtt
     }
 
     /// The frame: its type, then the counter.
@@ -67,12 +69,11 @@ impl Dummy {
         bytes
     }
 
-    /// The frame is in a packet being sent: nothing more to offer until it
-    /// is acknowledged or lost.
-    fn reserved(&mut self) -> Result<()> {
-        self.in_flight = true;
+    /// The frame is in a packet being sent: the next one counts one more.
+    /// The host holds the registration until this one is acknowledged or
+    /// lost; a lost DUMMY is not resent.
+    fn reserved(&mut self) {
         self.counter = self.counter.wrapping_add(1);
-        host::unregister_frame(FRAME_DUMMY)
     }
 
     /// A DUMMY frame arrived: every fourth toggles the padding plugin.
@@ -108,7 +109,7 @@ impl Plugin for Dummy {
     fn manifest() -> Manifest {
         Manifest::new("dummy", "0.2.0")
             .define_transport_parameter(TP_DUMMY)
-            .define_frame(FRAME_DUMMY)
+            .define_frame_one_in_flight(FRAME_DUMMY)
             .fuse_frame_routines(FRAME_DUMMY)
             .permission(permission::REGISTRATION)
             .permission(permission::PLUGIN_CONTROL)
@@ -145,7 +146,8 @@ impl Plugin for Dummy {
     }
 
     fn on_frame_reserved(&mut self, _: Anchor, _: ExtFrame, _: SendContext) -> Result<()> {
-        self.reserved()
+        self.reserved();
+        Ok(())
     }
 
     fn send_frame(&mut self, _: u64, ctx: SendContext) -> Result<Option<SentFrame>> {
@@ -158,17 +160,9 @@ impl Plugin for Dummy {
             tag,
             description: Some(Self::describe(tag)),
         };
-        // Returned, the frame is committed: it is reserved now. Should the
-        // registration stay, the host only asks again, and the answer is
-        // no frame while this one is in flight.
-        let _ = self.reserved();
+        // Returned, the frame is committed: it is reserved now.
+        self.reserved();
         Ok(Some(frame))
-    }
-
-    fn notify_frame(&mut self, _: Anchor, _: ExtFrame, _: FrameOutcome) -> Result<()> {
-        // Acked or lost, the slot is free again; a lost DUMMY is not resent.
-        self.in_flight = false;
-        register_frame()
     }
 
     fn parse_frame(&mut self, _: Anchor, _: u64, payload: &InBuf) -> Result<ParsedFrame> {
@@ -209,5 +203,5 @@ impl Plugin for Dummy {
 
 export_plugin!(
     Dummy,
-    routines: [define_transport_parameter, define_frame, call_routine]
+    routines: [define_transport_parameter, define_frame_one_in_flight, call_routine]
 );

@@ -63,7 +63,7 @@ impl RetArea {
 }
 
 #[cfg(target_arch = "wasm32")]
-#[link(wasm_import_module = "core-quic:plugin/host@0.2.4")]
+#[link(wasm_import_module = "core-quic:plugin/host@0.2.5")]
 unsafe extern "C" {
     #[link_name = "get-field"]
     fn get_field_import(id: u32, has_space: u32, space: u32, ret: *mut u8);

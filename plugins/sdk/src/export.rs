@@ -52,7 +52,7 @@ pub fn unexported_binding(manifest: &PluginManifest, exported: u32) -> Option<Ro
 
 /// One export of the `routines` interface: the `wit-bindgen` glue when
 /// `$bit` is in `$exported`, a trap otherwise. The core signatures are those
-/// of the canonical ABI for 0.2.4; componentizing checks them against the
+/// of the canonical ABI for 0.2.5; componentizing checks them against the
 /// WIT.
 #[doc(hidden)]
 #[macro_export]
@@ -71,7 +71,7 @@ macro_rules! __export_routine {
     (@export $exported:expr, $bit:expr, $name:literal, [$($glue:tt)*],
      ($($arg:ident: $t:ty),*)) => {
         const _: () = {
-            #[unsafe(export_name = concat!("core-quic:plugin/routines@0.2.4#", $name))]
+            #[unsafe(export_name = concat!("core-quic:plugin/routines@0.2.5#", $name))]
             unsafe extern "C" fn export($($arg: $t),*) -> i32 {
                 if $exported & $bit != 0 {
                     // SAFETY: the host calls this export as the canonical
@@ -92,7 +92,7 @@ macro_rules! __export_routine {
 macro_rules! __export_post_return {
     ($adapter:ty, $name:literal, $post:ident) => {
         const _: () = {
-            #[unsafe(export_name = concat!("cabi_post_core-quic:plugin/routines@0.2.4#", $name))]
+            #[unsafe(export_name = concat!("cabi_post_core-quic:plugin/routines@0.2.5#", $name))]
             unsafe extern "C" fn post_return(ret: i32) {
                 // SAFETY: `ret` is what the export returned.
                 unsafe {
@@ -148,7 +148,7 @@ macro_rules! __export_post_return {
     };
     (@vals $name:literal) => {
         const _: () = {
-            #[unsafe(export_name = concat!("cabi_post_core-quic:plugin/routines@0.2.4#", $name))]
+            #[unsafe(export_name = concat!("cabi_post_core-quic:plugin/routines@0.2.5#", $name))]
             unsafe extern "C" fn post_return(_ret: i32) {
                 // SAFETY: called once after the export returned.
                 unsafe { $crate::abi::post_return_vals() }
@@ -166,10 +166,13 @@ macro_rules! __export_post_return {
         $crate::__export_post_return!($adapter, decode_transport_parameter);
     };
     ($adapter:ty, define_frame) => {
+        $crate::__export_post_return!($adapter, define_frame_one_in_flight);
+        $crate::__export_post_return!($adapter, notify_frame);
+    };
+    ($adapter:ty, define_frame_one_in_flight) => {
         $crate::__export_post_return!($adapter, should_send_frame);
         $crate::__export_post_return!($adapter, write_frame);
         $crate::__export_post_return!($adapter, on_frame_reserved);
-        $crate::__export_post_return!($adapter, notify_frame);
         $crate::__export_post_return!($adapter, parse_frame);
         $crate::__export_post_return!($adapter, process_frame);
         $crate::__export_post_return!($adapter, log_frame);
@@ -177,9 +180,9 @@ macro_rules! __export_post_return {
 }
 
 /// The bit of a routine named in `export_plugin!`'s list, or the bits of a
-/// group of them: `define_transport_parameter` and `define_frame` are the
-/// routines that [`Manifest`](crate::Manifest)'s methods of those names
-/// bind. Any other name is a compile error.
+/// group of them: `define_transport_parameter`, `define_frame` and
+/// `define_frame_one_in_flight` are the routines that
+/// [`Manifest`](crate::Manifest)'s methods of those names bind. Any other name is a compile error.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __routine_export_bit {
@@ -221,10 +224,13 @@ macro_rules! __routine_export_bit {
             | $crate::__routine_export_bit!(decode_transport_parameter)
     };
     (define_frame) => {
+        $crate::__routine_export_bit!(define_frame_one_in_flight)
+            | $crate::__routine_export_bit!(notify_frame)
+    };
+    (define_frame_one_in_flight) => {
         $crate::__routine_export_bit!(should_send_frame)
             | $crate::__routine_export_bit!(write_frame)
             | $crate::__routine_export_bit!(on_frame_reserved)
-            | $crate::__routine_export_bit!(notify_frame)
             | $crate::__routine_export_bit!(parse_frame)
             | $crate::__routine_export_bit!(process_frame)
             | $crate::__routine_export_bit!(log_frame)
@@ -260,28 +266,28 @@ macro_rules! __export_routines {
     };
     (@exports $adapter:ty, $exported:expr) => {
         const _: () = {
-            #[unsafe(export_name = "core-quic:plugin/routines@0.2.4#manifest")]
+            #[unsafe(export_name = "core-quic:plugin/routines@0.2.5#manifest")]
             unsafe extern "C" fn export_manifest() -> i32 {
                 // SAFETY: called by the host as the canonical ABI lowers it.
                 unsafe {
                     $crate::bindings::exports::core_quic::plugin::routines::_export_manifest_cabi::<$adapter>() as _
                 }
             }
-            #[unsafe(export_name = "cabi_post_core-quic:plugin/routines@0.2.4#manifest")]
+            #[unsafe(export_name = "cabi_post_core-quic:plugin/routines@0.2.5#manifest")]
             unsafe extern "C" fn post_return_manifest(ret: i32) {
                 // SAFETY: `ret` is what `export_manifest` returned.
                 unsafe {
                     $crate::bindings::exports::core_quic::plugin::routines::__post_return_manifest::<$adapter>(ret as _)
                 }
             }
-            #[unsafe(export_name = "core-quic:plugin/routines@0.2.4#init")]
+            #[unsafe(export_name = "core-quic:plugin/routines@0.2.5#init")]
             unsafe extern "C" fn export_init() -> i32 {
                 // SAFETY: called by the host as the canonical ABI lowers it.
                 unsafe {
                     $crate::bindings::exports::core_quic::plugin::routines::_export_init_cabi::<$adapter>() as _
                 }
             }
-            #[unsafe(export_name = "cabi_post_core-quic:plugin/routines@0.2.4#init")]
+            #[unsafe(export_name = "cabi_post_core-quic:plugin/routines@0.2.5#init")]
             unsafe extern "C" fn post_return_init(ret: i32) {
                 // SAFETY: `ret` is what `export_init` returned.
                 unsafe {
@@ -365,10 +371,14 @@ mod tests {
     #[test]
     fn the_groups_export_what_the_manifest_helpers_bind() {
         let frame = Manifest::new("t", "0.1.0").define_frame(0x42).into_wit();
+        let one_in_flight = Manifest::new("t", "0.1.0")
+            .define_frame_one_in_flight(0x42)
+            .into_wit();
         let parameter = Manifest::new("t", "0.1.0")
             .define_transport_parameter(0x42)
             .into_wit();
         let define_frame = crate::__routine_export_bit!(define_frame);
+        let define_one_in_flight = crate::__routine_export_bit!(define_frame_one_in_flight);
         let define_parameter = crate::__routine_export_bit!(define_transport_parameter);
         assert_eq!(unexported_binding(&frame, define_frame), None);
         assert_eq!(unexported_binding(&parameter, define_parameter), None);
@@ -380,6 +390,11 @@ mod tests {
                 .fold(0, |all, b| all | routine_bit(b.routine))
         };
         assert_eq!(bits(&frame), define_frame);
+        assert_eq!(bits(&one_in_flight), define_one_in_flight);
+        assert_eq!(
+            define_frame & !define_one_in_flight,
+            crate::__routine_export_bit!(notify_frame)
+        );
         assert_eq!(bits(&parameter), define_parameter);
     }
 

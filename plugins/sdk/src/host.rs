@@ -63,6 +63,16 @@ pub fn register_frame(registration: FrameRegistration) -> Result<()> {
     raw::register_frame(registration)
 }
 
+/// Offer frames of this type to the send routines one at a time (ABI
+/// 0.2.5): once a frame of it is sent, the host stops offering the type
+/// until that frame is acknowledged or lost, then offers it again by itself.
+/// A plugin that sends one frame at a time needs no [`unregister_frame`]
+/// when it is sent and no `notify-frame` to register it again (see
+/// [`crate::Manifest::define_frame_one_in_flight`]).
+pub fn register_frame_one_in_flight(registration: FrameRegistration) -> Result<()> {
+    raw::register_frame_one_in_flight(registration)
+}
+
 /// Stop offering frames of this type (register again to resume).
 pub fn unregister_frame(frame_type: u64) -> Result<()> {
     raw::unregister_frame(frame_type)

@@ -42,11 +42,22 @@ impl Manifest {
 
     /// DEFINE every frame routine (send and receive) for `frame_type`.
     pub fn define_frame(self, frame_type: u64) -> Manifest {
+        self.define_frame_one_in_flight(frame_type).bind(
+            routine::NOTIFY_FRAME,
+            Anchor::Define,
+            frame_type,
+        )
+    }
+
+    /// DEFINE every frame routine but `notify-frame` for `frame_type`: for
+    /// a frame registered with [`crate::host::register_frame_one_in_flight`]
+    /// (ABI 0.2.5), which the host offers again by itself once the frame's
+    /// fate is known, so that the plugin need not hear of it.
+    pub fn define_frame_one_in_flight(self, frame_type: u64) -> Manifest {
         [
             routine::SHOULD_SEND_FRAME,
             routine::WRITE_FRAME,
             routine::ON_FRAME_RESERVED,
-            routine::NOTIFY_FRAME,
             routine::PARSE_FRAME,
             routine::PROCESS_FRAME,
             routine::LOG_FRAME,

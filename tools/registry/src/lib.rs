@@ -283,6 +283,7 @@ mod tests {
         )
         .expect("registry");
         let problems = registry.check(&root);
+        let _ = std::fs::remove_dir_all(&root);
         assert_eq!(
             problems,
             [

@@ -324,6 +324,15 @@ impl ApiProbe {
                 in_flight: true,
             }),
         );
+        call(
+            "register-frame-one-in-flight 2^62",
+            host::register_frame_one_in_flight(FrameRegistration {
+                frame_type: 1 << 62,
+                position: SendPosition::End,
+                ack_eliciting: true,
+                in_flight: true,
+            }),
+        );
         let in_a_second = host::now().saturating_add(1_000_000_000);
         call("set-timer", host::set_timer(TIMER + 1, in_a_second));
         call("cancel-timer", host::cancel_timer(TIMER + 1));

@@ -271,7 +271,7 @@ macro_rules! routines {
 
 /// The routines' interface, as a 0.2 plugin exports it (an earlier 0.2
 /// plugin's is found under this name too, semver-compatible).
-const ROUTINES: &str = "core-quic:plugin/routines@0.2.4";
+const ROUTINES: &str = "core-quic:plugin/routines@0.2.5";
 
 routines! {
     fn call_manifest() -> t::PluginManifest = "manifest" as manifest;
@@ -748,6 +748,17 @@ impl PluginState {
 
 impl host::Host for PluginState {
     version_independent_host_calls!(t);
+
+    #[inline]
+    fn register_frame_one_in_flight(
+        &mut self,
+        registration: t::FrameRegistration,
+    ) -> Result<(), t::Error> {
+        Ok(PluginState::register_frame_one_in_flight(
+            self,
+            registration.into(),
+        )?)
+    }
 
     #[inline]
     fn get_field(&mut self, field: t::FieldRef) -> Result<t::PluginVal, t::Error> {

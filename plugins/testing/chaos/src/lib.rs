@@ -438,14 +438,20 @@ impl Chaos {
                 let _ = host::send_frame(&frame);
             }
             5 => {
+                // One registration in three is held while its frame is in
+                // flight (ABI 0.2.5), from the same draws as before.
+                let (frame_type, one_in_flight) = match self.rng.below(3) {
+                    0 => (self.rng.value(), false),
+                    held => (FRAME_BASE + self.rng.below(16), held == 2),
+                };
                 let reg = FrameRegistration {
-                    frame_type: match self.rng.below(3) {
-                        0 => self.rng.value(),
-                        _ => FRAME_BASE + self.rng.below(16),
-                    },
+                    frame_type,
                     ..self.plan.registration
                 };
-                let _ = host::register_frame(reg);
+                let _ = match one_in_flight {
+                    true => host::register_frame_one_in_flight(reg),
+                    false => host::register_frame(reg),
+                };
             }
             6 => {
                 let _ = host::unregister_frame(FRAME_BASE + self.rng.below(16));

@@ -449,10 +449,10 @@ impl PluginState {
                     .into(),
             ));
         }
-        self.forget_registration(registration.frame_type);
+        self.forget_registration(frame_type);
         self.frames.push(registration);
         if one_in_flight {
-            self.one_in_flight.push(registration.frame_type);
+            self.one_in_flight.push(frame_type);
         }
         self.summary_changed = true;
         Ok(())

@@ -914,6 +914,15 @@ impl PluginSet {
         self.summary.offers_ack_eliciting_frames()
     }
 
+    /// [`Self::refresh_summary`] if a change since made it stale, unless
+    /// within a plugin-control call, whose caller is out of its slot (its
+    /// registrations and timers would be missed): the outermost call does it.
+    fn refresh_stale_summary(&mut self) {
+        if self.summary_stale && self.outer_call_started.is_none() {
+            self.refresh_summary();
+        }
+    }
+
     /// Recompute `summary` from the registrations of the enabled plugins
     /// and the timers of all.
     fn refresh_summary(&mut self) {
@@ -1239,9 +1248,7 @@ impl PluginSet {
             }
         }
         self.regs_scratch = regs;
-        if self.summary_stale && self.outer_call_started.is_none() {
-            self.refresh_summary();
-        }
+        self.refresh_stale_summary();
         out.len() - start
     }
 
@@ -1366,7 +1373,8 @@ impl PluginSet {
         outcome: FrameOutcome,
     ) -> Result<(), RoutineError> {
         // A held `register-frame-one-in-flight` registration is offered
-        // again before `notify-frame` runs (CQ-API-22).
+        // again before `notify-frame` runs (CQ-API-22). The host sees it in
+        // the summary once the call returns, or at once if none is bound.
         for slot in &mut self.slots {
             if let Some(live) = slot.live.as_mut()
                 && live.store.data_mut().release_registration(frame.frame_type)
@@ -1374,15 +1382,13 @@ impl PluginSet {
                 self.summary_stale = true;
             }
         }
-        if self.summary_stale && self.outer_call_started.is_none() {
-            self.refresh_summary();
-        }
         let r = self.run(
             conn,
             Routine::NotifyFrame,
             frame.frame_type,
             |g, s, anchor| g.notify_frame(s, anchor, frame, outcome),
         );
+        self.refresh_stale_summary();
         if let Err(e @ RoutineError::Plugin { .. }) = &r {
             self.log_routine_error(conn, "notify-frame", e);
         }
@@ -1664,9 +1670,7 @@ impl PluginSet {
         }
         records.clear();
         self.slots[idx].batch.bytes = records;
-        if self.summary_stale && self.outer_call_started.is_none() {
-            self.refresh_summary();
-        }
+        self.refresh_stale_summary();
     }
 
     /// Deliver every observation record queued on this connection

@@ -57,7 +57,7 @@ impl Default for Dummy {
 impl Dummy {
     /// Whether a DUMMY frame goes into this packet: the host offers the
     /// frame only while none is in flight, and only 1-RTT packets carry it.
-    fn wants_to_send(&self, ctx: &SendContext) -> bool {
+    fn wants_to_send(ctx: &SendContext) -> bool {
         ctx.packet_type == PacketType::OneRtt
     }
 
@@ -131,7 +131,7 @@ impl Plugin for Dummy {
     }
 
     fn should_send_frame(&mut self, _: Anchor, _: u64, ctx: SendContext) -> Result<bool> {
-        Ok(self.wants_to_send(&ctx))
+        Ok(Self::wants_to_send(&ctx))
     }
 
     fn write_frame(
@@ -151,7 +151,7 @@ impl Plugin for Dummy {
     }
 
     fn send_frame(&mut self, _: u64, ctx: SendContext) -> Result<Option<SentFrame>> {
-        if !self.wants_to_send(&ctx) {
+        if !Self::wants_to_send(&ctx) {
             return Ok(None);
         }
         let tag = u64::from(self.counter);

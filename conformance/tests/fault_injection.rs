@@ -279,6 +279,22 @@ fn host_calls_a_host_that_logs_shaped_values_without_their_kinds_fails() {
 }
 
 #[test]
+fn host_calls_a_host_that_makes_only_the_first_of_several_shaped_records_fails() {
+    catches(
+        "host-calls.shaped-log-records-in-one-call",
+        "shaped-records-only-first",
+    );
+}
+
+#[test]
+fn host_calls_a_host_that_makes_the_whole_records_of_a_ragged_list_fails() {
+    catches(
+        "host-calls.shaped-log-records-in-one-call",
+        "shaped-records-ragged-accepted",
+    );
+}
+
+#[test]
 fn rfc9000_a_host_that_sends_no_path_challenge_fails() {
     catches(
         "rfc9000.path-challenge-datagrams-are-padded",

@@ -701,7 +701,7 @@ impl Case for Bdp {
 /// acknowledged. `dummy-0.2.0` and `dummy-0.1.0` run the same with the
 /// client's DUMMY as built against an earlier ABI (`plugins/prebuilt/<v>`,
 /// which `make plugins` copies as `abi-<v>-dummy`) and the server's against
-/// the current one: a 0.2.0 binary runs unchanged on a 0.2.5 host, a 0.1.0
+/// the current one: a 0.2.0 binary runs unchanged on a 0.2.6 host, a 0.1.0
 /// binary through the hosts' compatibility layer.
 struct Dummy {
     /// The test's name.

@@ -1012,7 +1012,7 @@ impl LogValueKind {
 }
 
 /// The version of the WIT package this runtime implements.
-pub const ABI_VERSION: &str = "0.2.5";
+pub const ABI_VERSION: &str = "0.2.6";
 
 /// The earlier ABI versions whose plugins this runtime also runs, through
 /// its compatibility layer (specification §2.2): one release back.

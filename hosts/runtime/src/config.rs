@@ -93,7 +93,7 @@ pub enum InjectedFault {
     /// its kind and value (CQ-API-19).
     UnknownErrorKindsAsFailed,
     /// Load only plugins of exactly the host's own version, refusing those
-    /// of an earlier release of its line (0.2.0 on a 0.2.5 host), as a host
+    /// of an earlier release of its line (0.2.0 on a 0.2.6 host), as a host
     /// that compares versions for equality would (CQ-VER-6).
     ExactAbiVersionOnly,
     /// Count no ECN marks and still answer the ECN counts with numbers (0),
@@ -132,11 +132,17 @@ pub enum InjectedFault {
     /// Never offer a held `register-frame-one-in-flight` registration again
     /// once its frame is acknowledged or lost (CQ-API-22).
     OneInFlightNeverOfferedAgain,
+    /// Make only the first record of a `log-shaped-records` call
+    /// (CQ-API-23).
+    ShapedRecordsOnlyFirst,
+    /// Accept a `log-shaped-records` call whose values do not divide into
+    /// whole records, and make the whole ones (CQ-API-23).
+    ShapedRecordsRaggedAccepted,
 }
 
 impl InjectedFault {
     /// Every switch, in declaration order.
-    pub const ALL: [InjectedFault; 26] = [
+    pub const ALL: [InjectedFault; 28] = [
         InjectedFault::AcceptForeignAbi,
         InjectedFault::UncountedDenials,
         InjectedFault::KeepHaltAfterRemoval,
@@ -163,6 +169,8 @@ impl InjectedFault {
         InjectedFault::SkipBeforeObserversOfStandardFrames,
         InjectedFault::OneInFlightNotHeld,
         InjectedFault::OneInFlightNeverOfferedAgain,
+        InjectedFault::ShapedRecordsOnlyFirst,
+        InjectedFault::ShapedRecordsRaggedAccepted,
     ];
 
     /// Its command-line name.
@@ -196,6 +204,8 @@ impl InjectedFault {
             }
             InjectedFault::OneInFlightNotHeld => "one-in-flight-not-held",
             InjectedFault::OneInFlightNeverOfferedAgain => "one-in-flight-never-offered-again",
+            InjectedFault::ShapedRecordsOnlyFirst => "shaped-records-only-first",
+            InjectedFault::ShapedRecordsRaggedAccepted => "shaped-records-ragged-accepted",
         }
     }
 

@@ -692,6 +692,62 @@ impl PluginState {
         Ok(left)
     }
 
+    /// `log-shaped-records` (CQ-API-23): one record of shape `shape` per
+    /// run of as many of `values` as the shape has keys, in order, each
+    /// passed as `log-shaped` passes it. A shape of no keys cannot count its
+    /// records and is refused, as is a list that does not divide into whole
+    /// records; then no record is made.
+    pub(crate) fn log_shaped_records(&mut self, shape: u32, values: &[u64]) -> Result<u64, Error> {
+        let scope = self.scope("log-shaped-records", false)?;
+        self.permit("log-shaped-records", Permission::Logging)?;
+        let Some(declared) = self.log_shapes.get(shape as usize) else {
+            return Err(Error::NotFound(format!(
+                "log shape {shape} is not declared on this connection"
+            )));
+        };
+        let keys = declared.keys.len();
+        let ragged = keys == 0 || !values.len().is_multiple_of(keys);
+        if ragged
+            && !self
+                .injected
+                .has(InjectedFault::ShapedRecordsRaggedAccepted)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "log shape {shape} has {keys} keys, and {} values do not make whole records of it",
+                values.len()
+            )));
+        }
+        let kinds_ignored = self.injected.has(InjectedFault::ShapedLogKindsIgnored);
+        let only_first = self.injected.has(InjectedFault::ShapedRecordsOnlyFirst);
+        let mut record = self
+            .log_record
+            .take()
+            .unwrap_or_else(|| new_log_record(&self.info));
+        let records = values.chunks_exact(keys.max(1));
+        let count = if only_first {
+            records.len().min(1)
+        } else {
+            records.len()
+        };
+        for (made, values) in records.take(count).enumerate() {
+            if self.log_budget == 0 {
+                // Every record left would be dropped: count them at once, so
+                // that a plugin's longest list costs the host no more than
+                // its budget's worth of records.
+                self.logs_dropped += (count - made) as u64;
+                break;
+            }
+            // Declared shapes are never removed: `declared` is still there.
+            let Some(declared) = self.log_shapes.get(shape as usize) else {
+                break;
+            };
+            declared.fill(&mut record, values, kinds_ignored);
+            self.pass_permitted_log_record(scope, &mut record);
+        }
+        self.keep_log_record(record);
+        Ok(self.log_budget as u64)
+    }
+
     /// The record for a `log` call to fill: the one the plugin's last call
     /// used, with its strings, or a new one.
     pub(crate) fn take_log_record(&mut self) -> LogRecord {

@@ -77,7 +77,8 @@ fn abi_compatibility_follows_semver() {
 /// through the compatibility layer, of 0.1.0 exactly (one release back).
 #[test]
 fn the_host_runs_its_own_line_and_one_release_back() {
-    assert_eq!(abi::ABI_VERSION, "0.2.5");
+    assert_eq!(abi::ABI_VERSION, "0.2.6");
+    assert!(abi::abi_supported("0.2.6"));
     assert!(abi::abi_supported("0.2.5"));
     assert!(abi::abi_supported("0.2.4"));
     assert!(abi::abi_supported("0.2.3"));
@@ -85,7 +86,7 @@ fn the_host_runs_its_own_line_and_one_release_back() {
     assert!(abi::abi_supported("0.2.1"));
     assert!(abi::abi_supported("0.2.0"));
     assert!(abi::abi_supported("0.1.0"));
-    for refused in ["0.2.6", "0.1.1", "0.3.0", "0.0.9", "1.0.0"] {
+    for refused in ["0.2.7", "0.1.1", "0.3.0", "0.0.9", "1.0.0"] {
         assert!(!abi::abi_supported(refused), "{refused}");
     }
 }

@@ -1,7 +1,7 @@
 //! The five reference plugins, each through the mock host (spec appendix
 //! A): the plugins this repository builds against the current ABI, and the
 //! same suite with the plugins as built against earlier releases: 0.2.0
-//! (`plugins/prebuilt/0.2.0`), which a 0.2.5 runtime runs unchanged
+//! (`plugins/prebuilt/0.2.0`), which a 0.2.6 runtime runs unchanged
 //! (CQ-VER-6), and 0.1.0 (`plugins/prebuilt/0.1.0`), which it runs through
 //! its compatibility layer (spec §2.2).
 
@@ -510,11 +510,13 @@ macro_rules! reference_suite {
             assert!(stats.logs_dropped > 0, "the budget is spent");
             if $expected == corequic_runtime::abi::ABI_VERSION {
                 // In batches of 64 (observe-frames): no time passes here,
-                // so only a full batch is delivered. The plugin stops
-                // logging within the batch that spent its budget.
+                // so only a full batch is delivered. The plugin passes each
+                // batch's records in one call (log-shaped-records, ABI
+                // 0.2.6), so the records of the batch that spent the budget
+                // past that point are dropped and counted (CQ-API-23).
                 assert_eq!(offered % 64, 0, "{offered} ACKs offered");
                 assert_eq!(stats.calls, 1 + offered / 64, "init, then every batch");
-                assert!(offered < logged + stats.logs_dropped + 64);
+                assert_eq!(offered, logged + stats.logs_dropped);
             } else {
                 assert_eq!(stats.calls, 1 + offered, "init, then every ACK offered");
                 assert!(offered <= logged + stats.logs_dropped);
@@ -624,12 +626,13 @@ mod current {
     reference_suite!(None, corequic_runtime::abi::ABI_VERSION);
 }
 
-/// The reference plugins as built against ABI 0.2.0, four releases before
-/// this runtime's own 0.2.5: no compatibility layer, the component's
-/// 0.2.0 imports and exports resolve to 0.2.5's. The ACK logger of 0.2.0
+/// The reference plugins as built against ABI 0.2.0, six releases before
+/// this runtime's own 0.2.6: no compatibility layer, the component's
+/// 0.2.0 imports and exports resolve to 0.2.6's. The ACK logger of 0.2.0
 /// observes each ACK with `process-frame` and logs with `log`, the current
-/// one observes ACKs in batches (`observe-frames`) and logs with
-/// `log-shaped`: the same suite checks that both make the same records.
+/// one observes ACKs in batches (`observe-frames`) and logs each batch's
+/// records with `log-shaped-records`: the same suite checks that both make
+/// the same records.
 mod abi_0_2_0 {
     reference_suite!(Some("0.2.0"), "0.2.0");
 }

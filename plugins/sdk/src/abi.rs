@@ -63,7 +63,7 @@ impl RetArea {
 }
 
 #[cfg(target_arch = "wasm32")]
-#[link(wasm_import_module = "core-quic:plugin/host@0.2.5")]
+#[link(wasm_import_module = "core-quic:plugin/host@0.2.6")]
 unsafe extern "C" {
     #[link_name = "get-field"]
     fn get_field_import(id: u32, has_space: u32, space: u32, ret: *mut u8);
@@ -89,6 +89,8 @@ unsafe extern "C" {
     );
     #[link_name = "log-shaped"]
     fn log_shaped_import(shape: u32, values: *const u64, values_len: usize, ret: *mut u8);
+    #[link_name = "log-shaped-records"]
+    fn log_shaped_records_import(shape: u32, values: *const u64, values_len: usize, ret: *mut u8);
 }
 
 // Outside wasm (host-side unit tests of plugins) there is no host to call.
@@ -119,6 +121,8 @@ unsafe fn call_plugin_control_import(_: u64, _: *const u8, _: usize, _: *mut u8)
 unsafe fn log_shaped_import(_: u32, _: *const u64, _: usize, _: *mut u8) {
     trap()
 }
+#[cfg(not(target_arch = "wasm32"))]
+use log_shaped_import as log_shaped_records_import;
 
 unsafe fn read<T: Copy>(p: *const u8) -> T {
     // SAFETY: the caller points at a lowered value of type T.
@@ -452,6 +456,17 @@ pub(crate) fn log_shaped(shape: u32, values: &[u64]) -> Result<u64> {
     // lives until the call returns.
     unsafe {
         log_shaped_import(shape, values.as_ptr(), values.len(), ret.ptr());
+        lift_result(&mut ret, |p| read::<u64>(p))
+    }
+}
+
+/// `log-shaped-records`: `values` holds the records' values in turn.
+pub(crate) fn log_shaped_records(shape: u32, values: &[u64]) -> Result<u64> {
+    let mut ret = RetArea::new();
+    // SAFETY: the signature is the canonical ABI's for log-shaped-records
+    // (that of log-shaped); `values` lives until the call returns.
+    unsafe {
+        log_shaped_records_import(shape, values.as_ptr(), values.len(), ret.ptr());
         lift_result(&mut ret, |p| read::<u64>(p))
     }
 }

@@ -52,7 +52,7 @@ pub fn unexported_binding(manifest: &PluginManifest, exported: u32) -> Option<Ro
 
 /// One export of the `routines` interface: the `wit-bindgen` glue when
 /// `$bit` is in `$exported`, a trap otherwise. The core signatures are those
-/// of the canonical ABI for 0.2.5; componentizing checks them against the
+/// of the canonical ABI for 0.2.6; componentizing checks them against the
 /// WIT.
 #[doc(hidden)]
 #[macro_export]
@@ -71,7 +71,7 @@ macro_rules! __export_routine {
     (@export $exported:expr, $bit:expr, $name:literal, [$($glue:tt)*],
      ($($arg:ident: $t:ty),*)) => {
         const _: () = {
-            #[unsafe(export_name = concat!("core-quic:plugin/routines@0.2.5#", $name))]
+            #[unsafe(export_name = concat!("core-quic:plugin/routines@0.2.6#", $name))]
             unsafe extern "C" fn export($($arg: $t),*) -> i32 {
                 if $exported & $bit != 0 {
                     // SAFETY: the host calls this export as the canonical
@@ -92,7 +92,7 @@ macro_rules! __export_routine {
 macro_rules! __export_post_return {
     ($adapter:ty, $name:literal, $post:ident) => {
         const _: () = {
-            #[unsafe(export_name = concat!("cabi_post_core-quic:plugin/routines@0.2.5#", $name))]
+            #[unsafe(export_name = concat!("cabi_post_core-quic:plugin/routines@0.2.6#", $name))]
             unsafe extern "C" fn post_return(ret: i32) {
                 // SAFETY: `ret` is what the export returned.
                 unsafe {
@@ -148,7 +148,7 @@ macro_rules! __export_post_return {
     };
     (@vals $name:literal) => {
         const _: () = {
-            #[unsafe(export_name = concat!("cabi_post_core-quic:plugin/routines@0.2.5#", $name))]
+            #[unsafe(export_name = concat!("cabi_post_core-quic:plugin/routines@0.2.6#", $name))]
             unsafe extern "C" fn post_return(_ret: i32) {
                 // SAFETY: called once after the export returned.
                 unsafe { $crate::abi::post_return_vals() }
@@ -266,28 +266,28 @@ macro_rules! __export_routines {
     };
     (@exports $adapter:ty, $exported:expr) => {
         const _: () = {
-            #[unsafe(export_name = "core-quic:plugin/routines@0.2.5#manifest")]
+            #[unsafe(export_name = "core-quic:plugin/routines@0.2.6#manifest")]
             unsafe extern "C" fn export_manifest() -> i32 {
                 // SAFETY: called by the host as the canonical ABI lowers it.
                 unsafe {
                     $crate::bindings::exports::core_quic::plugin::routines::_export_manifest_cabi::<$adapter>() as _
                 }
             }
-            #[unsafe(export_name = "cabi_post_core-quic:plugin/routines@0.2.5#manifest")]
+            #[unsafe(export_name = "cabi_post_core-quic:plugin/routines@0.2.6#manifest")]
             unsafe extern "C" fn post_return_manifest(ret: i32) {
                 // SAFETY: `ret` is what `export_manifest` returned.
                 unsafe {
                     $crate::bindings::exports::core_quic::plugin::routines::__post_return_manifest::<$adapter>(ret as _)
                 }
             }
-            #[unsafe(export_name = "core-quic:plugin/routines@0.2.5#init")]
+            #[unsafe(export_name = "core-quic:plugin/routines@0.2.6#init")]
             unsafe extern "C" fn export_init() -> i32 {
                 // SAFETY: called by the host as the canonical ABI lowers it.
                 unsafe {
                     $crate::bindings::exports::core_quic::plugin::routines::_export_init_cabi::<$adapter>() as _
                 }
             }
-            #[unsafe(export_name = "cabi_post_core-quic:plugin/routines@0.2.5#init")]
+            #[unsafe(export_name = "cabi_post_core-quic:plugin/routines@0.2.6#init")]
             unsafe extern "C" fn post_return_init(ret: i32) {
                 // SAFETY: `ret` is what `export_init` returned.
                 unsafe {

@@ -63,7 +63,7 @@ pub use bindings::core_quic::plugin::types::{
 pub type Result<T> = core::result::Result<T, Error>;
 
 /// The ABI version this SDK targets (the WIT package version).
-pub const ABI_VERSION: &str = "0.2.5";
+pub const ABI_VERSION: &str = "0.2.6";
 
 #[doc(hidden)]
 pub mod abi;

@@ -2,8 +2,8 @@
 //!
 //! `wit-component` wires a plugin's core module to the component's imports
 //! and exports by name: the core module imports `[method]out-buf.put` from
-//! `core-quic:plugin/host@0.2.5` and exports
-//! `core-quic:plugin/routines@0.2.5#should-send-frame`, the component aliases
+//! `core-quic:plugin/host@0.2.6` and exports
+//! `core-quic:plugin/routines@0.2.6#should-send-frame`, the component aliases
 //! those exports by the same names, and the nested component that gives the
 //! exported instance its type imports `import-func-should-send-frame`. None of
 //! these names is visible outside the component, yet in a small plugin they

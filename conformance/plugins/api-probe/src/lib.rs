@@ -23,6 +23,9 @@
 //! - Control 0x617009 makes a record `shaped` of a declared log shape, with
 //!   a value of each kind, and logs the shaped log's refusals as `call`
 //!   records of phase `control`.
+//! - Control 0x61700a makes three records `batched` of a declared log
+//!   shape in one `log-shaped-records` call (ABI 0.2.6), and logs that
+//!   call's refusals as `call` records of phase `control`.
 //! - Its AFTER observer returns an error, which the host must count and
 //!   ignore.
 //!
@@ -65,6 +68,9 @@ const LATER_ERROR_KIND: ErrorKind = 0x3ffe;
 /// shaped log's refusals (CQ-API-20, CQ-API-21), logged as `call` records of
 /// the `control` phase.
 const CONTROL_SHAPED_LOG: u64 = 0x61_7009;
+/// Makes three records of a declared shape in one call, and that call's
+/// refusals (CQ-API-23), logged as `call` records of the `control` phase.
+const CONTROL_SHAPED_RECORDS: u64 = 0x61_700a;
 const OBSERVER_TRAP: u64 = 0x4f_0006;
 const LATE_TAG: u64 = 100;
 /// The error the AFTER observer returns: the host counts it and ignores it.
@@ -359,7 +365,14 @@ impl ApiProbe {
         call(
             "log-shaped",
             shape
+                .clone()
                 .and_then(|shape| host::log_shaped(shape, &[1]))
+                .map(|_| ()),
+        );
+        call(
+            "log-shaped-records",
+            shape
+                .and_then(|shape| host::log_shaped_records(shape, &[2, 3]))
                 .map(|_| ()),
         );
         call(
@@ -467,6 +480,43 @@ fn shaped_log() {
     call("declare-log-shape beyond 32 shapes", last);
 }
 
+/// CONTROL_SHAPED_RECORDS: three records `batched` {`n`, `delay`} in one
+/// call, (1, 10 ns), (2, 20 ns), (3, 30 ns), then the calls that the host
+/// must refuse, each answer a `call` record.
+fn shaped_records() {
+    let call = |name: &str, r: Result<()>| log_call("control", name, r);
+    const KEYS: [(&str, LogValueKind); 2] =
+        [("n", LogValueKind::U64), ("delay", LogValueKind::Duration)];
+    let shape = match host::declare_log_shape(LogLevel::Info, "batched", &KEYS) {
+        Ok(shape) => shape,
+        Err(e) => return call("declare-log-shape", Err(e)),
+    };
+    call(
+        "log-shaped-records",
+        host::log_shaped_records(shape, &[1, 10, 2, 20, 3, 30]).map(|_| ()),
+    );
+    call(
+        "log-shaped-records of no records",
+        host::log_shaped_records(shape, &[]).map(|_| ()),
+    );
+    // Two whole records and one value more: none of them is made.
+    call(
+        "log-shaped-records with a value missing",
+        host::log_shaped_records(shape, &[7, 70, 8, 80, 9]).map(|_| ()),
+    );
+    call(
+        "log-shaped-records of an undeclared shape",
+        host::log_shaped_records(shape + 1000, &[1, 10]).map(|_| ()),
+    );
+    let no_keys = host::declare_log_shape(LogLevel::Info, "batched without keys", &[]);
+    call(
+        "log-shaped-records of a shape without keys",
+        no_keys
+            .and_then(|s| host::log_shaped_records(s, &[]))
+            .map(|_| ()),
+    );
+}
+
 impl Plugin for ApiProbe {
     fn manifest() -> Manifest {
         let denied = matches!(host::get(field::IS_SERVER), Err(e) if e.kind == error_kind::DENIED);
@@ -488,6 +538,7 @@ impl Plugin for ApiProbe {
             .control(CONTROL_LATE_FRAME)
             .control(CONTROL_LATER_ERROR)
             .control(CONTROL_SHAPED_LOG)
+            .control(CONTROL_SHAPED_RECORDS)
             // Duplicates have the effect of one entry (CQ-LOAD-8).
             .control(CONTROL_ECHO)
             .reads(&[field::IS_SERVER])
@@ -714,6 +765,10 @@ impl Plugin for ApiProbe {
             }
             CONTROL_SHAPED_LOG => {
                 shaped_log();
+                Ok(Vec::new())
+            }
+            CONTROL_SHAPED_RECORDS => {
+                shaped_records();
                 Ok(Vec::new())
             }
             CONTROL_LATE_FRAME => {

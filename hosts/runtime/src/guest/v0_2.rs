@@ -38,12 +38,13 @@ use generated::{Plugin, PluginPre};
 /// Add the 0.2 host imports to `linker`.
 pub(crate) fn add_to_linker(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
     Plugin::add_to_linker::<PluginState, HasSelf<PluginState>>(linker, |s| s)?;
-    // `log` and `log-shaped` again, in place of the generated ones: see
-    // `log` and `log_shaped`.
+    // `log`, `log-shaped` and `log-shaped-records` again, in place of the
+    // generated ones: see `log`, `log_shaped` and `log_shaped_records`.
     linker.allow_shadowing(true);
     let mut host = linker.instance(&format!("core-quic:plugin/host@{}", m::ABI_VERSION))?;
     host.func_wrap("log", log)?;
     host.func_wrap("log-shaped", log_shaped)?;
+    host.func_wrap("log-shaped-records", log_shaped_records)?;
     linker.allow_shadowing(false);
     Ok(())
 }
@@ -65,6 +66,29 @@ fn log_shaped(
     copied.extend(in_memory[..kept].iter().map(|&v| u64::from_le(v)));
     let state = store.data_mut();
     let result = state.log_shaped(shape, &copied, values.len());
+    state.log_values = copied;
+    Ok((result.map_err(Into::into),))
+}
+
+/// The values of one `log-shaped-records` call that the plugin's reused
+/// buffer keeps room for between calls: 64 records of 32 keys (a call of
+/// an `observe-frames` batch, one record per observation record). A longer
+/// call is served, and the buffer shrinks back after it.
+const KEPT_RECORD_VALUES: usize = 64 * crate::config::MAX_LOG_FIELDS;
+
+/// `log-shaped-records`, copying the values into the plugin's reused buffer
+/// (see [`log_shaped`]) in one pass, then making the records from it.
+fn log_shaped_records(
+    mut store: wasmtime::StoreContextMut<'_, PluginState>,
+    (shape, values): (t::LogShape, WasmList<u64>),
+) -> wasmtime::Result<(Result<u64, t::Error>,)> {
+    let mut copied = std::mem::take(&mut store.data_mut().log_values);
+    copied.clear();
+    copied.extend(values.as_le_slice(&store).iter().map(|&v| u64::from_le(v)));
+    let state = store.data_mut();
+    let result = state.log_shaped_records(shape, &copied);
+    copied.truncate(KEPT_RECORD_VALUES);
+    copied.shrink_to(KEPT_RECORD_VALUES);
     state.log_values = copied;
     Ok((result.map_err(Into::into),))
 }
@@ -271,7 +295,7 @@ macro_rules! routines {
 
 /// The routines' interface, as a 0.2 plugin exports it (an earlier 0.2
 /// plugin's is found under this name too, semver-compatible).
-const ROUTINES: &str = "core-quic:plugin/routines@0.2.5";
+const ROUTINES: &str = "core-quic:plugin/routines@0.2.6";
 
 routines! {
     fn call_manifest() -> t::PluginManifest = "manifest" as manifest;
@@ -818,6 +842,16 @@ impl host::Host for PluginState {
     /// generated trait still requires it.
     fn log_shaped(&mut self, shape: t::LogShape, values: Vec<u64>) -> Result<u64, t::Error> {
         Ok(PluginState::log_shaped(self, shape, &values, values.len())?)
+    }
+
+    /// Not called: the linker defines `log-shaped-records` with the
+    /// function of that name above. The generated trait still requires it.
+    fn log_shaped_records(
+        &mut self,
+        shape: t::LogShape,
+        values: Vec<u64>,
+    ) -> Result<u64, t::Error> {
+        Ok(PluginState::log_shaped_records(self, shape, &values)?)
     }
 
     #[inline]

@@ -479,10 +479,23 @@ impl Chaos {
                 };
                 let _ = host::call_plugin_control(id, &args);
             }
-            _ => {
-                let v = self.random_value();
-                let _ = host::log(LogLevel::Debug, "chaos", &[(String::from("v"), v)]);
-            }
+            _ => match self.random_value() {
+                // A drawn u64 also says how many values to pass as records
+                // of a 2-key shape (ABI 0.2.6), often not whole records,
+                // with no draw more than before.
+                PluginVal::U64(x) => {
+                    let keys = [
+                        (String::from("a"), LogValueKind::U64),
+                        (String::from("b"), LogValueKind::Duration),
+                    ];
+                    let values = vec![x; (x % 7) as usize];
+                    let _ = host::declare_log_shape(LogLevel::Debug, "chaos", &keys)
+                        .and_then(|shape| host::log_shaped_records(shape, &values));
+                }
+                v => {
+                    let _ = host::log(LogLevel::Debug, "chaos", &[(String::from("v"), v)]);
+                }
+            },
         }
     }
 

@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 fn kit() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_conformance"))
@@ -29,9 +30,13 @@ fn endpoint() -> PathBuf {
 /// Run the kit on `case` with `fault` injected into the subject; the
 /// verdicts of its runs (role, verdict).
 fn verdicts(case: &str, fault: Option<&str>) -> Vec<(String, String)> {
+    // Tests run in parallel, and two of them may run the same case without
+    // a fault (each checks it passes first): each run has its own directory.
+    static RUNS: AtomicUsize = AtomicUsize::new(0);
     let out = std::env::temp_dir().join(format!(
-        "corequic-kit-{}-{}-{}",
+        "corequic-kit-{}-{}-{}-{}",
         std::process::id(),
+        RUNS.fetch_add(1, Ordering::Relaxed),
         case,
         fault.unwrap_or("none")
     ));

@@ -54,43 +54,58 @@ pub(crate) fn add_to_linker(linker: &mut Linker<PluginState>) -> wasmtime::Resul
 /// plugin that makes a shaped record per packet (the ACK logger) would pay
 /// that allocation per packet. At most [`crate::config::MAX_LOG_FIELDS`]
 /// values are copied: a shape has no more keys, so a longer list is refused
-/// whatever it holds, and the buffer the plugin keeps stays that small.
+/// whatever it holds.
 fn log_shaped(
     mut store: wasmtime::StoreContextMut<'_, PluginState>,
     (shape, values): (t::LogShape, WasmList<u64>),
 ) -> wasmtime::Result<(Result<u64, t::Error>,)> {
-    let mut copied = std::mem::take(&mut store.data_mut().log_values);
-    copied.clear();
-    let in_memory = values.as_le_slice(&store);
-    let kept = in_memory.len().min(crate::config::MAX_LOG_FIELDS);
-    copied.extend(in_memory[..kept].iter().map(|&v| u64::from_le(v)));
-    let state = store.data_mut();
-    let result = state.log_shaped(shape, &copied, values.len());
-    state.log_values = copied;
+    let given = values.len();
+    let result = with_log_values(
+        &mut store,
+        &values,
+        crate::config::MAX_LOG_FIELDS,
+        |state, copied| state.log_shaped(shape, copied, given),
+    );
     Ok((result.map_err(Into::into),))
 }
 
-/// The values of one `log-shaped-records` call that the plugin's reused
-/// buffer keeps room for between calls: 64 records of 32 keys (a call of
-/// an `observe-frames` batch, one record per observation record). A longer
-/// call is served, and the buffer shrinks back after it.
-const KEPT_RECORD_VALUES: usize = 64 * crate::config::MAX_LOG_FIELDS;
-
-/// `log-shaped-records`, copying the values into the plugin's reused buffer
-/// (see [`log_shaped`]) in one pass, then making the records from it.
+/// `log-shaped-records`, copying all the values into the plugin's reused
+/// buffer (see [`log_shaped`]) in one pass, then making the records.
 fn log_shaped_records(
     mut store: wasmtime::StoreContextMut<'_, PluginState>,
     (shape, values): (t::LogShape, WasmList<u64>),
 ) -> wasmtime::Result<(Result<u64, t::Error>,)> {
+    let result = with_log_values(&mut store, &values, usize::MAX, |state, copied| {
+        state.log_shaped_records(shape, copied)
+    });
+    Ok((result.map_err(Into::into),))
+}
+
+/// The values the plugin's reused buffer keeps room for between calls: 64
+/// records of 32 keys (a `log-shaped-records` call of an `observe-frames`
+/// batch, a record per observation record). A longer list is served, and
+/// the buffer shrinks back after it.
+const KEPT_LOG_VALUES: usize = 64 * crate::config::MAX_LOG_FIELDS;
+
+/// Run `log` on the first `most` of `values`, copied from the plugin's
+/// memory into its reused buffer.
+fn with_log_values<R>(
+    store: &mut wasmtime::StoreContextMut<'_, PluginState>,
+    values: &WasmList<u64>,
+    most: usize,
+    log: impl FnOnce(&mut PluginState, &[u64]) -> R,
+) -> R {
     let mut copied = std::mem::take(&mut store.data_mut().log_values);
     copied.clear();
-    copied.extend(values.as_le_slice(&store).iter().map(|&v| u64::from_le(v)));
+    let in_memory = values.as_le_slice(&*store);
+    let kept = in_memory.len().min(most);
+    copied.extend(in_memory[..kept].iter().map(|&v| u64::from_le(v)));
     let state = store.data_mut();
-    let result = state.log_shaped_records(shape, &copied);
-    copied.truncate(KEPT_RECORD_VALUES);
-    copied.shrink_to(KEPT_RECORD_VALUES);
+    let result = log(state, &copied);
+    copied.truncate(KEPT_LOG_VALUES);
+    copied.shrink_to(KEPT_LOG_VALUES);
     state.log_values = copied;
-    Ok((result.map_err(Into::into),))
+    result
 }
 
 /// `log`, lifting the message and the keys straight from the plugin's

@@ -61,20 +61,27 @@ impl LogShape {
         record.message.clear();
         record.message.push_str(&self.message);
         record.fields.truncate(self.keys.len());
-        for (i, ((key, kind), &bits)) in self.keys.iter().zip(values).enumerate() {
-            let value = if kinds_ignored {
-                PluginVal::U64(bits)
-            } else {
-                kind.value(bits)
-            };
+        for (i, (key, _)) in self.keys.iter().enumerate() {
             match record.fields.get_mut(i) {
                 Some(slot) => {
                     slot.0.clear();
                     slot.0.push_str(key);
-                    slot.1 = value;
                 }
-                None => record.fields.push((key.clone(), value)),
+                None => record.fields.push((key.clone(), PluginVal::None)),
             }
+        }
+        self.fill_values(record, values, kinds_ignored);
+    }
+
+    /// Replace the values of `record`, which [`Self::fill`] filled with
+    /// this shape, with `values`: a record of the same shape.
+    fn fill_values(&self, record: &mut LogRecord, values: &[u64], kinds_ignored: bool) {
+        for (((_, kind), &bits), field) in self.keys.iter().zip(values).zip(&mut record.fields) {
+            field.1 = if kinds_ignored {
+                PluginVal::U64(bits)
+            } else {
+                kind.value(bits)
+            };
         }
     }
 }
@@ -668,28 +675,13 @@ impl PluginState {
         values: &[u64],
         given: usize,
     ) -> Result<u64, Error> {
-        let scope = self.scope("log-shaped", false)?;
-        self.permit("log-shaped", Permission::Logging)?;
-        let Some(declared) = self.log_shapes.get(shape as usize) else {
-            return Err(Error::NotFound(format!(
-                "log shape {shape} is not declared on this connection"
-            )));
-        };
-        if given != declared.keys.len() || values.len() != given {
+        let (scope, keys) = self.shaped_log_call("log-shaped", shape)?;
+        if given != keys || values.len() != given {
             return Err(Error::InvalidArgument(format!(
-                "log shape {shape} has {} keys, and {given} values were given",
-                declared.keys.len(),
+                "log shape {shape} has {keys} keys, and {given} values were given"
             )));
         }
-        let kinds_ignored = self.injected.has(InjectedFault::ShapedLogKindsIgnored);
-        let mut record = self
-            .log_record
-            .take()
-            .unwrap_or_else(|| new_log_record(&self.info));
-        declared.fill(&mut record, values, kinds_ignored);
-        let left = self.pass_permitted_log_record(scope, &mut record);
-        self.keep_log_record(record);
-        Ok(left)
+        Ok(self.pass_shaped_records(scope, shape, values, keys, 1))
     }
 
     /// `log-shaped-records` (CQ-API-23): one record of shape `shape` per
@@ -698,14 +690,7 @@ impl PluginState {
     /// records and is refused, as is a list that does not divide into whole
     /// records; then no record is made.
     pub(crate) fn log_shaped_records(&mut self, shape: u32, values: &[u64]) -> Result<u64, Error> {
-        let scope = self.scope("log-shaped-records", false)?;
-        self.permit("log-shaped-records", Permission::Logging)?;
-        let Some(declared) = self.log_shapes.get(shape as usize) else {
-            return Err(Error::NotFound(format!(
-                "log shape {shape} is not declared on this connection"
-            )));
-        };
-        let keys = declared.keys.len();
+        let (scope, keys) = self.shaped_log_call("log-shaped-records", shape)?;
         let ragged = keys == 0 || !values.len().is_multiple_of(keys);
         if ragged
             && !self
@@ -717,35 +702,69 @@ impl PluginState {
                 values.len()
             )));
         }
+        let count = values.len() / keys.max(1);
+        let count = match self.injected.has(InjectedFault::ShapedRecordsOnlyFirst) {
+            true => count.min(1),
+            false => count,
+        };
+        Ok(self.pass_shaped_records(scope, shape, values, keys, count))
+    }
+
+    /// What `log-shaped` and `log-shaped-records` check first: the scope,
+    /// the `logging` permission and the shape (CQ-API-21, CQ-API-23). The
+    /// scope and the shape's number of keys.
+    fn shaped_log_call(&mut self, call: &str, shape: u32) -> Result<(Scope, usize), Error> {
+        let scope = self.scope(call, false)?;
+        self.permit(call, Permission::Logging)?;
+        match self.log_shapes.get(shape as usize) {
+            Some(declared) => Ok((scope, declared.keys.len())),
+            None => Err(Error::NotFound(format!(
+                "log shape {shape} is not declared on this connection"
+            ))),
+        }
+    }
+
+    /// Pass `count` records of the declared shape `shape`, record j with
+    /// the `keys` values from `values[j * keys]`, as `log` passes a record;
+    /// the bytes left in the log budget. The shape's level, message and
+    /// keys are filled into the record once; each record after the first
+    /// changes only its values. Once the budget is spent, the records left
+    /// are counted as dropped at once, so that a plugin's longest list
+    /// costs the host no more than its budget's worth of records.
+    fn pass_shaped_records(
+        &mut self,
+        scope: Scope,
+        shape: u32,
+        values: &[u64],
+        keys: usize,
+        count: usize,
+    ) -> u64 {
         let kinds_ignored = self.injected.has(InjectedFault::ShapedLogKindsIgnored);
-        let only_first = self.injected.has(InjectedFault::ShapedRecordsOnlyFirst);
         let mut record = self
             .log_record
             .take()
             .unwrap_or_else(|| new_log_record(&self.info));
-        let records = values.chunks_exact(keys.max(1));
-        let count = if only_first {
-            records.len().min(1)
-        } else {
-            records.len()
-        };
-        for (made, values) in records.take(count).enumerate() {
+        for made in 0..count {
             if self.log_budget == 0 {
-                // Every record left would be dropped: count them at once, so
-                // that a plugin's longest list costs the host no more than
-                // its budget's worth of records.
                 self.logs_dropped += (count - made) as u64;
                 break;
             }
-            // Declared shapes are never removed: `declared` is still there.
-            let Some(declared) = self.log_shapes.get(shape as usize) else {
+            // The callers checked both: declared shapes are never removed,
+            // and `values` holds `count` records.
+            let (Some(declared), Some(values)) = (
+                self.log_shapes.get(shape as usize),
+                values.get(made * keys..(made + 1) * keys),
+            ) else {
                 break;
             };
-            declared.fill(&mut record, values, kinds_ignored);
+            match made {
+                0 => declared.fill(&mut record, values, kinds_ignored),
+                _ => declared.fill_values(&mut record, values, kinds_ignored),
+            }
             self.pass_permitted_log_record(scope, &mut record);
         }
         self.keep_log_record(record);
-        Ok(self.log_budget as u64)
+        self.log_budget as u64
     }
 
     /// The record for a `log` call to fill: the one the plugin's last call
